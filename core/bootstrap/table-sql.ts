@@ -1,0 +1,230 @@
+/**
+ * Per-table SQL, generated once at bootstrap from the validated declarations and stored in
+ * `sync.table_catalog`, so the managed functions run it with EXECUTE … USING and never build SQL
+ * from request data. Restart regenerates it and compares, which is how a changed business table
+ * is detected.
+ *
+ * Wire encodings (contract §4) live here, on the server side of the wire: bytea ↔ base64,
+ * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC.
+ */
+import { quoteIdent as q, quoteLiteral } from '../db/sql.js';
+import { type TableInfo, type ColumnInfo } from './introspect.js';
+import { SCOPE_COLUMN } from './validate-envelope.js';
+
+export type KeyKind = 'uuid' | 'text';
+
+export interface CatalogColumn {
+  readonly name: string;
+  readonly type: string;
+  readonly nullable: boolean;
+}
+
+export interface CatalogEntry {
+  readonly tableId: number;
+  readonly schema: string;
+  readonly table: string;
+  readonly keyColumn: string;
+  readonly keyKind: KeyKind;
+  readonly applyOrder: number;
+  readonly columns: readonly CatalogColumn[];
+  readonly captureNewSql: string;
+  readonly captureOldSql: string;
+  readonly captureKeychangeSql: string;
+  readonly upsertSql: string;
+  readonly deleteSql: string;
+  readonly snapshotSql: string;
+  readonly lookupSql: string;
+}
+
+/** How a PostgreSQL type travels on the wire. */
+export type WireCategory = 'bytea' | 'decimal' | 'uuid' | 'timestamptz' | 'json' | 'boolean' | 'integer' | 'float' | 'text' | 'other';
+
+export function wireCategory(type: string): WireCategory {
+  if (type === 'bytea') return 'bytea';
+  if (type === 'bigint' || type.startsWith('numeric')) return 'decimal';
+  if (type === 'uuid') return 'uuid';
+  if (/^timestamp(\(\d+\))? with time zone$/.test(type)) return 'timestamptz';
+  if (type === 'json' || type === 'jsonb') return 'json';
+  if (type === 'boolean') return 'boolean';
+  if (type === 'smallint' || type === 'integer') return 'integer';
+  if (type === 'real' || type === 'double precision') return 'float';
+  if (type === 'text' || type.startsWith('character')) return 'text';
+  return 'other';
+}
+
+function valueExpr(alias: string, column: ColumnInfo): string {
+  const c = `${alias}.${q(column.name)}`;
+  switch (wireCategory(column.type)) {
+    case 'bytea':
+      // encode() wraps base64 at 76 characters; the wire wants one standard base64 string.
+      return `translate(encode(${c}, 'base64'), E'\\n', '')`;
+    case 'decimal':
+    case 'uuid':
+      return `${c}::text`;
+    case 'timestamptz':
+      return `sync.rfc3339(${c})`;
+    case 'json':
+      return `${c}::jsonb`;
+    default:
+      return c;
+  }
+}
+
+/** jsonb_build_object takes at most 100 arguments, so wide rows are built in slices. */
+function payloadExpr(alias: string, columns: readonly ColumnInfo[]): string {
+  const slices: string[] = [];
+  for (let i = 0; i < columns.length; i += 50) {
+    const pairs = columns.slice(i, i + 50).map((c) => `${quoteLiteral(c.name)}, ${valueExpr(alias, c)}`);
+    slices.push(`jsonb_build_object(${pairs.join(', ')})`);
+  }
+  return slices.length ? slices.join(' || ') : `'{}'::jsonb`;
+}
+
+function keyBytesExpr(kind: KeyKind, expr: string): string {
+  return kind === 'uuid' ? `uuid_send(${expr})` : `convert_to(${expr}, 'UTF8')`;
+}
+
+function keyFromBytesExpr(kind: KeyKind, expr: string): string {
+  return kind === 'uuid' ? `encode(${expr}, 'hex')::uuid` : `convert_from(${expr}, 'UTF8')`;
+}
+
+/** Payload → record input: base64 bytea values become bytea hex text for jsonb_populate_record. */
+function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
+  const byteaFixes = columns
+    .filter((c) => wireCategory(c.type) === 'bytea')
+    .map((c) => {
+      const name = quoteLiteral(c.name);
+      return `${name}, CASE WHEN jsonb_typeof(p.payload->${name}) = 'string' THEN to_jsonb('\\x' || encode(decode(p.payload->>${name}, 'base64'), 'hex')) END`;
+    });
+  const fixes = byteaFixes.length ? ` || jsonb_strip_nulls(jsonb_build_object(${byteaFixes.join(', ')}))` : '';
+  return `coalesce(p.payload, '{}'::jsonb)${fixes} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
+}
+
+/** Parents before children, so applying in this order needs the fewest deferred checks. */
+function applyOrder(infos: readonly TableInfo[]): Map<TableInfo, number> {
+  const order = new Map<TableInfo, number>();
+  const visiting = new Set<TableInfo>();
+  const visit = (info: TableInfo): void => {
+    if (order.has(info) || visiting.has(info)) return; // cycles are fine: constraints are deferred
+    visiting.add(info);
+    for (const fk of info.foreignKeys) {
+      const parent = infos.find((t) => t.schema === fk.refSchema && t.table === fk.refTable);
+      if (parent && parent !== info) visit(parent);
+    }
+    visiting.delete(info);
+    order.set(info, order.size + 1);
+  };
+  infos.forEach(visit);
+  return order;
+}
+
+export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
+  const orders = applyOrder(infos);
+  return infos.map((info, index) => {
+    const tableId = index + 1;
+    const keyColumn = info.decl.keyColumn;
+    const keyCol = info.columns.find((c) => c.name === keyColumn);
+    const kind: KeyKind = keyCol?.type === 'uuid' ? 'uuid' : 'text';
+    const visible = info.columns.filter((c) => c.name !== SCOPE_COLUMN);
+    const writable = visible.filter((c) => !c.generated);
+    const nonKey = writable.filter((c) => c.name !== keyColumn);
+    const rel = `${q(info.schema)}.${q(info.table)}`;
+    const key = q(keyColumn);
+    const scope = q(SCOPE_COLUMN);
+    const captureInto = 'INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)';
+    const overriding = writable.some((c) => c.identityAlways) ? ' OVERRIDING SYSTEM VALUE' : '';
+    const setList = (nonKey.length ? nonKey : [keyCol as ColumnInfo]).map((c) => `${q(c.name)} = EXCLUDED.${q(c.name)}`);
+    return {
+      tableId,
+      schema: info.schema,
+      table: info.table,
+      keyColumn,
+      keyKind: kind,
+      applyOrder: orders.get(info) ?? tableId,
+      columns: visible.map((c) => ({ name: c.name, type: c.type, nullable: !c.notNull })),
+      captureNewSql:
+        `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `n.${key}`)}, false, ` +
+        `${payloadExpr('n', visible)} FROM lockstep_new n`,
+      captureOldSql:
+        `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
+        `FROM lockstep_old o`,
+      captureKeychangeSql:
+        `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
+        `FROM lockstep_old o WHERE NOT EXISTS (SELECT 1 FROM lockstep_new n WHERE n.${key} = o.${key} AND n.${scope} = o.${scope})`,
+      // Missing payload columns keep the existing row's values (jsonb_populate_record's base row).
+      upsertSql:
+        `INSERT INTO ${rel} AS t (${writable.map((c) => q(c.name)).join(', ')}, ${scope})${overriding} ` +
+        `SELECT ${writable.map((c) => `(x.r).${q(c.name)}`).join(', ')}, $2 FROM (` +
+        `SELECT jsonb_populate_record(e, ${inputPayloadExpr(kind, keyColumn, writable)}) AS r ` +
+        `FROM sync.push_session_rows p LEFT JOIN ${rel} e ON e.${scope} = $2 AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
+        `WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
+        `ON CONFLICT (${scope}, ${key}) DO UPDATE SET ${setList.join(', ')}`,
+      deleteSql:
+        `DELETE FROM ${rel} t USING sync.push_session_rows p WHERE p.push_id = $1 AND p.table_id = ${tableId} ` +
+        `AND p.op_code = 3 AND t.${scope} = $2 AND t.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')}`,
+      snapshotSql:
+        `SELECT ${tableId}::smallint AS table_id, ${orders.get(info) ?? tableId} AS apply_order, ` +
+        `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${payloadExpr('t', visible)} AS payload FROM ${rel} t WHERE t.${scope} = $1`,
+      lookupSql:
+        `SELECT ${payloadExpr('t', visible)} FROM ${rel} t WHERE t.${scope} = $1 AND t.${key} = ${keyFromBytesExpr(kind, '$2')}`,
+    };
+  });
+}
+
+/** Adoption at a fresh bootstrap: every existing row of every scope, as snapshot-shaped rows. */
+export function adoptionSourceSql(infos: readonly TableInfo[], catalog: readonly CatalogEntry[]): string {
+  return infos
+    .map((info, i) => {
+      const entry = catalog[i] as CatalogEntry;
+      const visible = info.columns.filter((c) => c.name !== SCOPE_COLUMN);
+      return (
+        `SELECT t.${q(SCOPE_COLUMN)} AS scope, ${entry.tableId}::smallint AS table_id, ${entry.applyOrder} AS apply_order, ` +
+        `${keyBytesExpr(entry.keyKind, `t.${q(entry.keyColumn)}`)} AS key_bytes, ${payloadExpr('t', visible)} AS payload ` +
+        `FROM ${q(info.schema)}.${q(info.table)} t`
+      );
+    })
+    .join(' UNION ALL ');
+}
+
+export interface TriggerSpec {
+  readonly relation: string;
+  readonly name: string;
+  readonly ddl: string;
+}
+
+/** The reserved `_lockstep_*` triggers of one registered table and its descendants. */
+export function triggerSpecs(info: TableInfo, entry: CatalogEntry): TriggerSpec[] {
+  const rel = `${q(info.schema)}.${q(info.table)}`;
+  const guards = (relation: string): TriggerSpec[] => [
+    {
+      relation,
+      name: '_lockstep_guard',
+      ddl: `CREATE TRIGGER _lockstep_guard BEFORE INSERT OR UPDATE OR DELETE ON ${relation} FOR EACH STATEMENT EXECUTE FUNCTION sync.guard()`,
+    },
+    {
+      relation,
+      name: '_lockstep_guard_truncate',
+      ddl: `CREATE TRIGGER _lockstep_guard_truncate BEFORE TRUNCATE ON ${relation} FOR EACH STATEMENT EXECUTE FUNCTION sync.guard_truncate()`,
+    },
+  ];
+  const id = quoteLiteral(String(entry.tableId));
+  return [
+    ...guards(rel),
+    {
+      relation: rel,
+      name: '_lockstep_capture_insert',
+      ddl: `CREATE TRIGGER _lockstep_capture_insert AFTER INSERT ON ${rel} REFERENCING NEW TABLE AS lockstep_new FOR EACH STATEMENT EXECUTE FUNCTION sync.capture(${id})`,
+    },
+    {
+      relation: rel,
+      name: '_lockstep_capture_update',
+      ddl: `CREATE TRIGGER _lockstep_capture_update AFTER UPDATE ON ${rel} REFERENCING OLD TABLE AS lockstep_old NEW TABLE AS lockstep_new FOR EACH STATEMENT EXECUTE FUNCTION sync.capture(${id})`,
+    },
+    {
+      relation: rel,
+      name: '_lockstep_capture_delete',
+      ddl: `CREATE TRIGGER _lockstep_capture_delete AFTER DELETE ON ${rel} REFERENCING OLD TABLE AS lockstep_old FOR EACH STATEMENT EXECUTE FUNCTION sync.capture(${id})`,
+    },
+    ...info.descendants.flatMap((d) => guards(`${q(d.schema)}.${q(d.table)}`)),
+  ];
+}

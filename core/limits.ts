@@ -1,0 +1,90 @@
+/**
+ * Every limit the service enforces, in one place (contract §7). Units come last in each name.
+ * Capabilities publish all of them under `bundle_limits`; an advertised limit that is not
+ * enforced is worse than none, so each one has a test that crosses it.
+ */
+export interface Limits {
+  readonly defaultRowsPerPushChunk: number;
+  readonly maxRowsPerPushChunk: number;
+  readonly maxRowsPerBundle: number;
+  readonly maxBytesPerBundle: number;
+  readonly maxRequestBytes: number;
+  readonly maxResponseBytes: number;
+  readonly defaultBundlesPerPull: number;
+  readonly maxBundlesPerPull: number;
+  readonly defaultRowsPerPage: number;
+  readonly maxRowsPerPage: number;
+  readonly pushSessionTtlSeconds: number;
+  readonly snapshotSessionTtlSeconds: number;
+  readonly initializationLeaseTtlSeconds: number;
+  readonly retainedBundlesPerUser: number;
+  readonly watchMaxWaitSeconds: number;
+  readonly watchDefaultWaitSeconds: number;
+  /** Conflicts reported in one push_conflict answer; the client resolves them in one round. */
+  readonly maxConflictsPerAnswer: number;
+  /** Statement timeout applied by runTx and the managed functions' callers. */
+  readonly statementTimeoutMs: number;
+  /** How long a managed function waits for a row lock before giving up. */
+  readonly lockTimeoutMs: number;
+  /** Rows deleted per statement by maintenance, so it never holds locks for long. */
+  readonly maintenanceBatchRows: number;
+}
+
+export const defaultLimits: Limits = Object.freeze({
+  defaultRowsPerPushChunk: 1000,
+  maxRowsPerPushChunk: 5000,
+  maxRowsPerBundle: 100_000,
+  maxBytesPerBundle: 64 * 1024 * 1024,
+  maxRequestBytes: 4 * 1024 * 1024,
+  maxResponseBytes: 4 * 1024 * 1024,
+  defaultBundlesPerPull: 100,
+  maxBundlesPerPull: 1000,
+  defaultRowsPerPage: 1000,
+  maxRowsPerPage: 5000,
+  pushSessionTtlSeconds: 900,
+  snapshotSessionTtlSeconds: 900,
+  initializationLeaseTtlSeconds: 900,
+  retainedBundlesPerUser: 10_000,
+  watchMaxWaitSeconds: 25,
+  watchDefaultWaitSeconds: 20,
+  maxConflictsPerAnswer: 100,
+  statementTimeoutMs: 30_000,
+  lockTimeoutMs: 10_000,
+  maintenanceBatchRows: 5000,
+});
+
+/** The wire names of the limits, as capabilities' `bundle_limits` reports them. */
+export function limitsToWire(limits: Limits): Record<string, number> {
+  return {
+    default_rows_per_push_chunk: limits.defaultRowsPerPushChunk,
+    max_rows_per_push_chunk: limits.maxRowsPerPushChunk,
+    max_rows_per_bundle: limits.maxRowsPerBundle,
+    max_bytes_per_bundle: limits.maxBytesPerBundle,
+    max_request_bytes: limits.maxRequestBytes,
+    max_response_bytes: limits.maxResponseBytes,
+    default_bundles_per_pull: limits.defaultBundlesPerPull,
+    max_bundles_per_pull: limits.maxBundlesPerPull,
+    default_rows_per_page: limits.defaultRowsPerPage,
+    max_rows_per_page: limits.maxRowsPerPage,
+    push_session_ttl_seconds: limits.pushSessionTtlSeconds,
+    snapshot_session_ttl_seconds: limits.snapshotSessionTtlSeconds,
+    initialization_lease_ttl_seconds: limits.initializationLeaseTtlSeconds,
+    retained_bundles_per_user: limits.retainedBundlesPerUser,
+    watch_max_wait_seconds: limits.watchMaxWaitSeconds,
+    max_conflicts_per_answer: limits.maxConflictsPerAnswer,
+  };
+}
+
+/** Environment overrides: `SYNC_LIMIT_<WIRE_NAME_UPPERCASE>=<integer>`. */
+export function limitsFromEnv(env: Record<string, string | undefined>, base: Limits = defaultLimits): Limits {
+  const out: Record<string, number> = { ...base };
+  for (const key of Object.keys(base)) {
+    const envName = `SYNC_LIMIT_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+    const raw = env[envName];
+    if (raw === undefined || raw === '') continue;
+    const n = Number(raw);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${envName} must be a positive integer, got ${raw}`);
+    out[key] = n;
+  }
+  return Object.freeze(out) as unknown as Limits;
+}

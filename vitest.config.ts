@@ -1,0 +1,30 @@
+import { defineConfig } from 'vitest/config';
+
+// Suites are named by what they need: `*.test.ts` pure, `*.pg.test.ts` real PostgreSQL (run on
+// 16 and 17), `*.web.test.ts` a real browser. Each PostgreSQL project starts its own server.
+const pgProject = (major: 16 | 17) => ({
+  extends: true as const,
+  test: {
+    name: `pg${major}`,
+    include: ['test/**/*.pg.test.ts'],
+    globalSetup: ['test/support/global-setup.ts'],
+  },
+});
+
+export default defineConfig({
+  test: {
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts', 'test/**/*.web.test.ts'] } },
+      pgProject(16),
+      pgProject(17),
+      {
+        extends: true,
+        test: { name: 'web17', include: ['test/**/*.web.test.ts'], globalSetup: ['test/support/global-setup.ts'] },
+      },
+    ],
+  },
+});
