@@ -1,0 +1,25 @@
+/** The wire protocol: zod schemas and types shared by the server edge and the clients. */
+export { Op, SyncKey, Payload, PushedRow, CommittedRow, SnapshotRow } from './rows.js';
+export { ConnectRequest, ConnectResponse, Resolution } from './connect.js';
+export {
+  PushSessionCreateRequest,
+  PushSessionCreateResponse,
+  PushSessionStaging,
+  PushSessionAlreadyCommitted,
+  BundleSummary,
+  ChunkRequest,
+  ChunkResponse,
+  CommitResponse,
+} from './push-session.js';
+export {
+  PulledBundle,
+  PullResponse,
+  CommittedBundlePage,
+  SourceReplacementReason,
+  SnapshotCreateRequest,
+  SnapshotSession,
+  SnapshotPage,
+  WatchResponse,
+} from './read-path.js';
+export { ColumnSpec, TableSpec, CapabilitiesResponse, Conflict, ErrorBody } from './meta.js';
+export { PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from './version.js';

@@ -1,0 +1,74 @@
+/** Pull, committed-bundle pages and snapshot sessions (contract §4–§5). */
+import { z } from 'zod';
+import { CommittedRow, SnapshotRow } from './rows.js';
+
+const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+export const PulledBundle = z.object({
+  bundle_seq: count,
+  source_id: z.string(),
+  source_bundle_id: count,
+  row_count: count,
+  bundle_hash: z.string(),
+  rows_omitted: z.boolean(),
+  rows: z.array(CommittedRow),
+});
+export type PulledBundle = z.infer<typeof PulledBundle>;
+
+export const PullResponse = z.object({
+  stable_bundle_seq: count,
+  bundles: z.array(PulledBundle),
+  has_more: z.boolean(),
+});
+export type PullResponse = z.infer<typeof PullResponse>;
+
+export const CommittedBundlePage = z.object({
+  bundle_seq: count,
+  source_id: z.string(),
+  source_bundle_id: count,
+  row_count: count,
+  bundle_hash: z.string(),
+  rows: z.array(CommittedRow),
+  next_row_ordinal: count,
+  has_more: z.boolean(),
+});
+export type CommittedBundlePage = z.infer<typeof CommittedBundlePage>;
+
+export const SourceReplacementReason = z.enum([
+  'history_pruned',
+  'source_sequence_out_of_order',
+  'source_sequence_changed',
+  'source_retired',
+]);
+export type SourceReplacementReason = z.infer<typeof SourceReplacementReason>;
+
+const sourceId = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9._:-]');
+
+export const SnapshotCreateRequest = z.strictObject({
+  source_replacement: z
+    .strictObject({ previous_source_id: sourceId, new_source_id: sourceId, reason: SourceReplacementReason })
+    .optional(),
+});
+export type SnapshotCreateRequest = z.infer<typeof SnapshotCreateRequest>;
+
+export const SnapshotSession = z.object({
+  snapshot_id: z.uuid(),
+  snapshot_bundle_seq: count,
+  row_count: count,
+  byte_count: count,
+  expires_at: z.string(),
+});
+export type SnapshotSession = z.infer<typeof SnapshotSession>;
+
+export const SnapshotPage = z.object({
+  snapshot_id: z.uuid(),
+  snapshot_bundle_seq: count,
+  row_count: count,
+  rows: z.array(SnapshotRow),
+  next_row_ordinal: count,
+  has_more: z.boolean(),
+});
+export type SnapshotPage = z.infer<typeof SnapshotPage>;
+
+export const WatchResponse = z.object({ latest_bundle_seq: count, changed: z.boolean() });
+export type WatchResponse = z.infer<typeof WatchResponse>;

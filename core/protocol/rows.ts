@@ -1,0 +1,46 @@
+/** Row shapes on the wire (specification "Row shapes", contract §4). */
+import { z } from 'zod';
+
+export const Op = z.enum(['INSERT', 'UPDATE', 'DELETE']);
+export type Op = z.infer<typeof Op>;
+
+const identifier = z.string().min(1).max(63);
+const version = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** `{column: "value"}` with exactly one entry: the table's sync key. */
+export const SyncKey = z
+  .record(z.string().min(1).max(63), z.string().max(4096))
+  .refine((k) => Object.keys(k).length === 1, 'key must name exactly one column: the sync key');
+export type SyncKey = z.infer<typeof SyncKey>;
+
+export const Payload = z.record(z.string(), z.unknown());
+export type Payload = z.infer<typeof Payload>;
+
+export const PushedRow = z.strictObject({
+  schema: identifier,
+  table: identifier,
+  key: SyncKey,
+  op: Op,
+  base_row_version: version,
+  payload: Payload.nullable().optional(),
+});
+export type PushedRow = z.infer<typeof PushedRow>;
+
+export const CommittedRow = z.object({
+  schema: z.string(),
+  table: z.string(),
+  key: SyncKey,
+  op: Op,
+  row_version: version,
+  payload: Payload.nullable(),
+});
+export type CommittedRow = z.infer<typeof CommittedRow>;
+
+export const SnapshotRow = z.object({
+  schema: z.string(),
+  table: z.string(),
+  key: SyncKey,
+  row_version: version,
+  payload: Payload,
+});
+export type SnapshotRow = z.infer<typeof SnapshotRow>;

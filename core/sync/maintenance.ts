@@ -1,0 +1,34 @@
+/**
+ * Scheduled maintenance: expired push and snapshot sessions, and bundles below each user's
+ * retained floor, deleted in bounded batches so no statement holds locks for long.
+ */
+import { sql, type Queryable } from '../db/index.js';
+import { type Limits } from '../limits.js';
+
+export interface MaintenanceTotals {
+  push_session_rows: number;
+  push_sessions: number;
+  snapshot_session_rows: number;
+  snapshot_sessions: number;
+  bundle_rows: number;
+  steps: number;
+  finished: boolean;
+}
+
+export async function runMaintenance(db: Queryable, limits: Limits, budgetMs = 50_000): Promise<MaintenanceTotals> {
+  const totals: MaintenanceTotals = { push_session_rows: 0, push_sessions: 0, snapshot_session_rows: 0, snapshot_sessions: 0, bundle_rows: 0, steps: 0, finished: false };
+  const deadline = Date.now() + budgetMs;
+  while (Date.now() < deadline) {
+    const [row] = await db.query<{ step: Record<string, number | boolean> }>(sql`SELECT sync.maintenance_step(${limits.maintenanceBatchRows}) AS step`);
+    const step = row?.step ?? {};
+    totals.steps++;
+    for (const key of ['push_session_rows', 'push_sessions', 'snapshot_session_rows', 'snapshot_sessions', 'bundle_rows'] as const) {
+      totals[key] += Number(step[key] ?? 0);
+    }
+    if (!step['more']) {
+      totals.finished = true;
+      break;
+    }
+  }
+  return totals;
+}

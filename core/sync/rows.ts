@@ -1,0 +1,96 @@
+/**
+ * Validation of pushed rows against the catalog, before anything is staged. Structural errors a
+ * client can fix (unknown table or column, bad key, hidden scope column, DELETE with payload, bad
+ * base64, a lossy bigint) are `invalid_request` with details; values PostgreSQL rejects on apply
+ * (types, NOT NULL, constraints) come back from commit as `push_rejected`.
+ */
+import { SyncError } from '../errors.js';
+import { type PushedRow } from '../protocol/index.js';
+import { OP_CODES } from '../bootstrap/layout-tables.js';
+import { type Catalog } from './catalog.js';
+
+/** The compact row the managed functions stage: table id, key text, op code, base, payload. */
+export interface StagedRow {
+  readonly t: number;
+  readonly k: string;
+  readonly o: number;
+  readonly b: number;
+  readonly p: Record<string, unknown> | null;
+}
+
+export interface RowProblem {
+  readonly row_ordinal: number;
+  readonly path: string;
+  readonly message: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const SCOPE_COLUMN = '_sync_scope_id';
+const MAX_PROBLEMS = 20;
+
+function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
+  const before = problems.length;
+  const add = (path: string, message: string): void => {
+    problems.push({ row_ordinal: ordinal, path, message });
+  };
+  const table = catalog.byName(row.schema, row.table);
+  if (!table) {
+    add('table', `${row.schema}.${row.table} is not a registered table`);
+    return null;
+  }
+  const [keyColumn, keyValue] = Object.entries(row.key)[0] as [string, string];
+  if (keyColumn !== table.keyColumn) add(`key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
+  else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
+
+  const payload = row.payload ?? null;
+  if (row.op === 'DELETE') {
+    if (payload !== null) add('payload', 'a DELETE row carries no payload (send null or omit it)');
+  } else if (payload === null) {
+    add('payload', `an ${row.op} row needs a payload object`);
+  } else {
+    for (const [name, value] of Object.entries(payload)) {
+      if (name === SCOPE_COLUMN) {
+        add(`payload.${name}`, `${SCOPE_COLUMN} is derived from the authenticated user and must not be sent`);
+        continue;
+      }
+      const column = table.columnByName.get(name);
+      if (!column) {
+        add(`payload.${name}`, `${row.schema}.${row.table} has no column ${name}`);
+        continue;
+      }
+      if (value === null) continue;
+      if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
+      else if (column.category === 'bytea' && (typeof value !== 'string' || !BASE64.test(value))) {
+        add(`payload.${name}`, 'bytea values are standard base64 strings');
+      } else if (column.type === 'bigint' && typeof value === 'number' && !Number.isSafeInteger(value)) {
+        add(`payload.${name}`, 'a bigint beyond ±(2^53−1) must be sent as a decimal string');
+      } else if (column.category === 'decimal' && typeof value !== 'string' && typeof value !== 'number') {
+        add(`payload.${name}`, `${column.type} values are decimal strings`);
+      }
+    }
+  }
+  if (problems.length > before) return null;
+  return { t: table.tableId, k: keyValue, o: OP_CODES[row.op], b: row.base_row_version, p: payload };
+}
+
+/** Validates a chunk; throws `invalid_request` with up to 20 problems, or returns staged rows. */
+export function validateRows(catalog: Catalog, rows: readonly PushedRow[], startOrdinal: number): StagedRow[] {
+  const problems: RowProblem[] = [];
+  const staged: StagedRow[] = [];
+  const seen = new Set<string>();
+  rows.forEach((row, i) => {
+    if (problems.length >= MAX_PROBLEMS) return;
+    const s = checkRow(catalog, row, startOrdinal + i, problems);
+    if (!s) return;
+    const id = `${s.t}:${s.k}`;
+    if (seen.has(id)) problems.push({ row_ordinal: startOrdinal + i, path: 'key', message: 'the key appears twice in this chunk' });
+    seen.add(id);
+    staged.push(s);
+  });
+  if (problems.length) {
+    const first = problems[0] as RowProblem;
+    throw new SyncError('invalid_request', `row ${first.row_ordinal}: ${first.path}: ${first.message}`, { details: problems });
+  }
+  return staged;
+}

@@ -1,0 +1,30 @@
+/**
+ * Server-originated writes: the application's own backend writes business rows for a user, and
+ * they reach every client as one committed bundle of the given source. Inside `fn` the bundle
+ * context is open, so the capture triggers record every change (cascades included) and the
+ * guards let the writes through; rows must carry `_sync_scope_id = userId`.
+ */
+import { sql, type Db, type Queryable } from '../db/index.js';
+import { type BundleSummary } from '../protocol/index.js';
+
+export interface ServerWriteOptions {
+  readonly userId: string;
+  /** The server's own source id, e.g. "server:billing". It gets its own bundle sequence. */
+  readonly sourceId: string;
+  readonly retainedBundlesPerUser: number;
+}
+
+export interface ServerWriteResult<T> {
+  readonly result: T;
+  /** The committed bundle, or null when `fn` changed no registered row. */
+  readonly bundle: BundleSummary | null;
+}
+
+export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (tx: Queryable, scopeId: string) => Promise<T>): Promise<ServerWriteResult<T>> {
+  return db.runTx(async (tx) => {
+    await tx.query(sql`SELECT sync.server_bundle_begin(${options.userId}, ${options.sourceId})`);
+    const result = await fn(tx, options.userId);
+    const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}) AS answer`);
+    return { result, bundle: row?.answer ?? null };
+  });
+}

@@ -1,0 +1,213 @@
+/**
+ * The local gateway: HTTP → the same API Gateway HTTP API (payload v2) event Lambda receives →
+ * the handler of the matching function. It verifies the bearer token itself (HS256 with
+ * SYNC_JWT_SECRET, or a JWKS URL) and passes the claims as the JWT authorizer would, so what runs
+ * locally is exactly what runs in Lambda.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import { extname, join, normalize } from 'node:path';
+import { createRemoteJWKSet, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { functionRoutes, createHandler, type LambdaHandler, type Route, type Runtime, type HttpApiEvent } from '../functions/index.js';
+
+export interface GatewayAuth {
+  readonly secret?: string | undefined;
+  readonly jwksUrl?: string | undefined;
+}
+
+export interface GatewayOptions {
+  readonly runtime: Runtime;
+  readonly auth: GatewayAuth;
+  readonly host?: string;
+  readonly port?: number;
+  /** Serves these files for non-API paths (the demo app). */
+  readonly staticDir?: string | undefined;
+  /** Enables POST /dev/token {user_id} → a signed HS256 token. Local development only. */
+  readonly devTokens?: boolean;
+  /** Wraps every handler call; tests use it to inject faults. */
+  readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
+}
+
+export interface Gateway {
+  readonly url: string;
+  readonly server: Server;
+  close(): Promise<void>;
+}
+
+interface Group {
+  readonly routes: readonly Route[];
+  readonly handler: LambdaHandler;
+}
+
+const CORS_HEADERS: Record<string, string> = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, POST, DELETE, OPTIONS',
+  'access-control-allow-headers': 'authorization, content-type, sync-source-id',
+  'access-control-expose-headers': 'x-lockstep-round-trips, retry-after',
+  'access-control-max-age': '600',
+};
+
+const MIME: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.webmanifest': 'application/manifest+json',
+};
+
+function send(res: ServerResponse, status: number, body: string | Buffer | undefined, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { ...CORS_HEADERS, ...headers });
+  res.end(body);
+}
+
+function sendError(res: ServerResponse, status: number, error: string, message: string): void {
+  send(res, status, JSON.stringify({ error, message }), { 'content-type': 'application/json' });
+}
+
+/** Reads the body, refusing more than `limit` bytes without buffering the rest. */
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).byteLength;
+    if (size > limit) return 'too_large';
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function templateMatches(template: string, path: string): boolean {
+  const want = template.split('/');
+  const have = path.split('/');
+  return want.length === have.length && want.every((w, i) => (w.startsWith('{') ? have[i] !== '' : w === have[i]));
+}
+
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const { runtime } = options;
+  const groups: Group[] = Object.values(functionRoutes).map((routes) => ({ routes, handler: createHandler(routes, async () => runtime) }));
+  const secret = options.auth.secret ? new TextEncoder().encode(options.auth.secret) : undefined;
+  const jwks: JWTVerifyGetKey | undefined = options.auth.jwksUrl ? createRemoteJWKSet(new URL(options.auth.jwksUrl)) : undefined;
+  const claimName = runtime.config.userIdClaim;
+
+  async function verify(header: string | undefined): Promise<JWTPayload | null> {
+    const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+    if (!match) return null;
+    try {
+      if (jwks) return (await jwtVerify(match[1] as string, jwks)).payload;
+      if (secret) return (await jwtVerify(match[1] as string, secret, { algorithms: ['HS256'] })).payload;
+    } catch {
+      return null;
+    }
+    return null;
+  }
+
+  async function serveStatic(res: ServerResponse, path: string): Promise<void> {
+    if (!options.staticDir) return sendError(res, 404, 'route_not_found', `no route for ${path}`);
+    const relative = normalize(decodeURIComponent(path)).replace(/^(\.\.[/\\])+/, '');
+    let file = join(options.staticDir, relative);
+    if (!file.startsWith(options.staticDir)) return sendError(res, 404, 'route_not_found', 'not found');
+    const info = await stat(file).catch(() => null);
+    if (!info || info.isDirectory()) file = join(options.staticDir, 'index.html');
+    const body = await readFile(file).catch(() => null);
+    if (!body) return sendError(res, 404, 'route_not_found', 'not found');
+    send(res, 200, body, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', 'cache-control': 'no-cache' });
+  }
+
+  async function mintDevToken(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req, 4096);
+    let userId: unknown;
+    try {
+      userId = body === 'too_large' ? undefined : (JSON.parse(body.toString('utf8')) as { user_id?: unknown }).user_id;
+    } catch {
+      userId = undefined;
+    }
+    if (typeof userId !== 'string' || !/^[A-Za-z0-9._@-]{1,64}$/.test(userId) || !secret) {
+      return sendError(res, 400, 'invalid_request', 'send {"user_id": "..."} (1-64 characters of [A-Za-z0-9._@-])');
+    }
+    const token = await new SignJWT({ [claimName]: userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('12h').sign(secret);
+    send(res, 200, JSON.stringify({ token, user_id: userId }), { 'content-type': 'application/json' });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const method = (req.method ?? 'GET').toUpperCase();
+    if (method === 'OPTIONS') return send(res, 204, undefined);
+    if (options.devTokens && method === 'POST' && url.pathname === '/dev/token') return mintDevToken(req, res);
+    const group = groups.find((g) => g.routes.some((r) => templateMatches(r.path, url.pathname)));
+    if (!group) {
+      if (method === 'GET' && !url.pathname.startsWith('/sync')) return serveStatic(res, url.pathname);
+      return sendError(res, 404, 'route_not_found', `no route for ${method} ${url.pathname}`);
+    }
+    const route = group.routes.find((r) => r.method === method && templateMatches(r.path, url.pathname));
+    const body = await readBody(req, runtime.config.limits.maxRequestBytes);
+    if (body === 'too_large') {
+      return sendError(res, 413, 'payload_too_large', `the request body exceeds max_request_bytes (${runtime.config.limits.maxRequestBytes} bytes)`);
+    }
+    let claims: JWTPayload | null = null;
+    if (route?.auth ?? true) {
+      claims = await verify(req.headers.authorization);
+      if (!claims || typeof claims[claimName] !== 'string') {
+        return sendError(res, 401, 'authentication_failed', 'a valid bearer token is required');
+      }
+    }
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
+    const query: Record<string, string> = {};
+    url.searchParams.forEach((v, k) => {
+      query[k] = query[k] === undefined ? v : `${query[k]},${v}`;
+    });
+    const now = new Date();
+    const event: HttpApiEvent = {
+      version: '2.0',
+      routeKey: route ? `${route.method} ${route.path}` : '$default',
+      rawPath: url.pathname,
+      rawQueryString: url.search.slice(1),
+      headers,
+      ...(Object.keys(query).length ? { queryStringParameters: query } : {}),
+      requestContext: {
+        accountId: 'local',
+        apiId: 'local',
+        domainName: url.host,
+        domainPrefix: 'local',
+        http: { method, path: url.pathname, protocol: 'HTTP/1.1', sourceIp: req.socket.remoteAddress ?? '', userAgent: req.headers['user-agent'] ?? '' },
+        requestId: randomUUID(),
+        routeKey: route ? `${route.method} ${route.path}` : '$default',
+        stage: '$default',
+        time: now.toUTCString(),
+        timeEpoch: now.getTime(),
+        ...(claims ? { authorizer: { jwt: { claims: claims as Record<string, unknown>, scopes: [] } } } : {}),
+      },
+      ...(body.byteLength ? { body: body.toString('utf8') } : {}),
+      isBase64Encoded: false,
+    } as HttpApiEvent;
+    const invoke = () => group.handler(event);
+    const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
+    send(res, result.statusCode, result.body, result.headers);
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      console.error('gateway error', error);
+      if (!res.headersSent) sendError(res, 500, 'internal_error', 'gateway error');
+      else res.destroy();
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  return {
+    url: `http://${options.host ?? '127.0.0.1'}:${port}`,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * Builds a Lambda handler from a route table: parse the event, authenticate, call the route,
+ * map the outcome. Routes stay thin: they validate input and call the core.
+ */
+import { SyncError } from '../../core/errors.js';
+import { type Db } from '../../core/db/index.js';
+import { type Actor, type SyncContext } from '../../core/sync/index.js';
+import { errorAnswer, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
+import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
+import { runtimeFromEnv, type Runtime } from './runtime.js';
+
+export interface RouteContext {
+  readonly runtime: Runtime;
+  /** This request's database view; its counter is the round-trip figure of the answer. */
+  readonly db: Db;
+  /** Present on authenticated routes. */
+  readonly actor: Actor;
+  /** The core context; loads the catalog on the container's first request. */
+  sync(): Promise<SyncContext>;
+}
+
+export interface Route {
+  readonly method: 'GET' | 'POST' | 'DELETE';
+  /** A path template such as `/sync/push-sessions/{push_id}/chunks`. */
+  readonly path: string;
+  /** Every /sync/* route is authenticated; health and status are not. */
+  readonly auth: boolean;
+  run(request: EdgeRequest, ctx: RouteContext): Promise<EdgeAnswer>;
+}
+
+export type LambdaHandler = (event: HttpApiEvent) => Promise<HttpResult>;
+
+function matchPath(template: string, path: string): Record<string, string> | null {
+  const want = template.split('/');
+  const have = path.split('/');
+  if (want.length !== have.length) return null;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < want.length; i++) {
+    const w = want[i] as string;
+    const h = have[i] as string;
+    if (w.startsWith('{') && w.endsWith('}')) {
+      if (h === '') return null;
+      params[w.slice(1, -1)] = decodeURIComponent(h);
+    } else if (w !== h) return null;
+  }
+  return params;
+}
+
+function findRoute(routes: readonly Route[], method: string, path: string): { route: Route; params: Record<string, string> } {
+  let pathMatched = false;
+  for (const route of routes) {
+    const params = matchPath(route.path, path);
+    if (!params) continue;
+    pathMatched = true;
+    if (route.method === method) return { route, params };
+  }
+  throw new SyncError('route_not_found', pathMatched ? `${method} is not supported on ${path}` : `no route for ${method} ${path}`);
+}
+
+const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
+
+export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
+  return async (event) => {
+    let db: Db | undefined;
+    try {
+      const runtime = await getRuntime();
+      db = runtime.db.forRequest();
+      const base = readRequest(event, runtime.config.limits.maxRequestBytes);
+      const { route, params } = findRoute(routes, base.method, base.path);
+      const request: EdgeRequest = { ...base, params };
+      const actor = route.auth ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
+      const requestDb = db;
+      const ctx: RouteContext = {
+        runtime,
+        db: requestDb,
+        actor,
+        sync: async () => ({ db: requestDb, limits: runtime.config.limits, catalog: await runtime.catalog() }),
+      };
+      return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
+    } catch (error) {
+      return toHttp(errorAnswer(error), db?.roundTrips.count ?? 0);
+    }
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * An API Gateway HTTP API (payload v2) event, reduced to what the routes need: method, path,
+ * query, lower-cased headers, the body text, and the authorizer's claims.
+ */
+import type { APIGatewayProxyEventV2 } from 'aws-lambda';
+import { z } from 'zod';
+import { SyncError } from '../../core/errors.js';
+import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from '../../core/protocol/index.js';
+import { type Actor } from '../../core/sync/index.js';
+
+/** The v2 event with either authorizer shape (JWT claims, or a Lambda authorizer's context). */
+export type HttpApiEvent = APIGatewayProxyEventV2 & {
+  requestContext: APIGatewayProxyEventV2['requestContext'] & {
+    authorizer?: { jwt?: { claims?: Record<string, unknown> }; lambda?: Record<string, unknown> };
+  };
+};
+
+export interface EdgeRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string>>;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly bodyText: string | undefined;
+  readonly bodyBytes: number;
+  readonly event: HttpApiEvent;
+}
+
+export function readRequest(event: HttpApiEvent, maxRequestBytes: number): Omit<EdgeRequest, 'params'> {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(event.headers ?? {})) if (v !== undefined) headers[k.toLowerCase()] = v;
+  const query: Record<string, string> = {};
+  for (const [k, v] of Object.entries(event.queryStringParameters ?? {})) if (v !== undefined) query[k] = v;
+  let bodyText: string | undefined;
+  let bodyBytes = 0;
+  if (event.body !== undefined && event.body !== null && event.body !== '') {
+    const buffer = event.isBase64Encoded ? Buffer.from(event.body, 'base64') : Buffer.from(event.body, 'utf8');
+    bodyBytes = buffer.byteLength;
+    if (bodyBytes > maxRequestBytes) {
+      throw new SyncError('payload_too_large', `the request body exceeds max_request_bytes (${maxRequestBytes} bytes)`);
+    }
+    bodyText = buffer.toString('utf8');
+  }
+  return { method: event.requestContext.http.method.toUpperCase(), path: event.rawPath, query, headers, bodyText, bodyBytes, event };
+}
+
+/** Parses and validates a JSON body; an absent body is `{}` when `optional`. */
+export function parseBody<T>(request: EdgeRequest, schema: z.ZodType<T>, optional = false): T {
+  let value: unknown = {};
+  if (request.bodyText !== undefined) {
+    try {
+      value = JSON.parse(request.bodyText);
+    } catch {
+      throw new SyncError('invalid_request', 'the body is not valid JSON');
+    }
+  } else if (!optional) {
+    throw new SyncError('invalid_request', 'a JSON body is required');
+  }
+  return schema.parse(value);
+}
+
+const nonNegative = /^(0|[1-9][0-9]{0,15})$/;
+
+/** A non-negative integer query parameter, or `undefined` when absent. */
+export function queryInt(request: EdgeRequest, name: string, { min = 0 } = {}): number | undefined {
+  const raw = request.query[name];
+  if (raw === undefined) return undefined;
+  if (!nonNegative.test(raw) || Number(raw) > Number.MAX_SAFE_INTEGER || Number(raw) < min) {
+    throw new SyncError('invalid_request', `query parameter ${name} must be an integer ≥ ${min}`);
+  }
+  return Number(raw);
+}
+
+export function pathInt(request: EdgeRequest, name: string): number {
+  const raw = request.params[name] ?? '';
+  if (!nonNegative.test(raw) || Number(raw) > Number.MAX_SAFE_INTEGER) throw new SyncError('invalid_request', `path parameter ${name} must be a non-negative integer`);
+  return Number(raw);
+}
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+export function pathUuid(request: EdgeRequest, name: string): string {
+  const raw = request.params[name] ?? '';
+  if (!UUID.test(raw)) throw new SyncError('invalid_request', `path parameter ${name} must be a UUID`);
+  return raw.toLowerCase();
+}
+
+/**
+ * The actor: the trusted user id from the authorizer (JWT claim, or a Lambda authorizer's
+ * `userId`) and the source id from the Sync-Source-ID header.
+ */
+export function actorOf(request: EdgeRequest, userIdClaim: string): Actor {
+  const authorizer = request.event.requestContext.authorizer;
+  const claim = authorizer?.jwt?.claims?.[userIdClaim] ?? authorizer?.lambda?.['userId'];
+  if (typeof claim !== 'string' || claim.length === 0 || claim.length > 256) {
+    throw new SyncError('authentication_failed', 'no authenticated user: send a valid bearer token');
+  }
+  const source = request.headers[SOURCE_ID_HEADER];
+  if (source === undefined) throw new SyncError('invalid_request', 'the Sync-Source-ID header is required');
+  if (!SOURCE_ID_PATTERN.test(source)) throw new SyncError('invalid_request', 'Sync-Source-ID must be 1-128 characters of [A-Za-z0-9._:-]');
+  return { userId: claim, sourceId: source };
+}

@@ -1,0 +1,31 @@
+/** Lambda: GET /sync/pull and the long-poll GET /sync/watch. */
+import { pull, watch } from '../core/sync/index.js';
+import { createHandler, type Route } from './edge/handler.js';
+import { queryInt } from './edge/request.js';
+
+export const routes: readonly Route[] = [
+  {
+    method: 'GET',
+    path: '/sync/pull',
+    auth: true,
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await pull(await ctx.sync(), ctx.actor, {
+        afterBundleSeq: queryInt(req, 'after_bundle_seq') ?? 0,
+        maxBundles: queryInt(req, 'max_bundles', { min: 1 }),
+        targetBundleSeq: queryInt(req, 'target_bundle_seq'),
+      }),
+    }),
+  },
+  {
+    method: 'GET',
+    path: '/sync/watch',
+    auth: true,
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await watch(await ctx.sync(), ctx.actor, queryInt(req, 'after_bundle_seq') ?? 0, queryInt(req, 'wait_seconds')),
+    }),
+  },
+];
+
+export const handler = createHandler(routes);

@@ -1,0 +1,62 @@
+/** Lambda: push sessions (create, chunks, commit, delete) and committed-bundle replay pages. */
+import { ChunkRequest, PushSessionCreateRequest } from '../core/protocol/index.js';
+import { commitPush, committedBundleRows, createPushSession, deletePushSession, uploadChunk } from '../core/sync/index.js';
+import { createHandler, type Route } from './edge/handler.js';
+import { parseBody, pathInt, pathUuid, queryInt } from './edge/request.js';
+
+export const routes: readonly Route[] = [
+  {
+    method: 'POST',
+    path: '/sync/push-sessions',
+    auth: true,
+    run: async (req, ctx) => ({ status: 200, body: await createPushSession(await ctx.sync(), ctx.actor, parseBody(req, PushSessionCreateRequest)) }),
+  },
+  {
+    method: 'POST',
+    path: '/sync/push-sessions/{push_id}/chunks',
+    auth: true,
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await uploadChunk(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'), parseBody(req, ChunkRequest), req.bodyBytes),
+    }),
+  },
+  {
+    method: 'POST',
+    path: '/sync/push-sessions/{push_id}/commit',
+    auth: true,
+    run: async (req, ctx) => {
+      const outcome = await commitPush(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'));
+      switch (outcome.kind) {
+        case 'committed':
+          return { status: 200, body: outcome.answer };
+        case 'conflict':
+          return {
+            status: 409,
+            body: { error: 'push_conflict', message: outcome.message, conflict: outcome.conflict, conflicts: outcome.conflicts, conflict_count: outcome.conflictCount },
+          };
+        case 'rejected':
+          return { status: 422, body: { error: 'push_rejected', message: outcome.message, violation: outcome.violation } };
+      }
+    },
+  },
+  {
+    method: 'DELETE',
+    path: '/sync/push-sessions/{push_id}',
+    auth: true,
+    run: async (req, ctx) => {
+      await deletePushSession(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'));
+      return { status: 204 };
+    },
+  },
+  {
+    method: 'GET',
+    path: '/sync/committed-bundles/{bundle_seq}/rows',
+    auth: true,
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await committedBundleRows(await ctx.sync(), ctx.actor, pathInt(req, 'bundle_seq'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })),
+    }),
+  },
+];
+
+export const handler = createHandler(routes);

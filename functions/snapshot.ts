@@ -1,0 +1,34 @@
+/** Lambda: snapshot sessions (create, chunk reads, delete). */
+import { SnapshotCreateRequest } from '../core/protocol/index.js';
+import { createSnapshot, deleteSnapshot, snapshotPage } from '../core/sync/index.js';
+import { createHandler, type Route } from './edge/handler.js';
+import { parseBody, pathUuid, queryInt } from './edge/request.js';
+
+export const routes: readonly Route[] = [
+  {
+    method: 'POST',
+    path: '/sync/snapshot-sessions',
+    auth: true,
+    run: async (req, ctx) => ({ status: 200, body: await createSnapshot(await ctx.sync(), ctx.actor, parseBody(req, SnapshotCreateRequest, true)) }),
+  },
+  {
+    method: 'GET',
+    path: '/sync/snapshot-sessions/{snapshot_id}',
+    auth: true,
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await snapshotPage(await ctx.sync(), ctx.actor, pathUuid(req, 'snapshot_id'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })),
+    }),
+  },
+  {
+    method: 'DELETE',
+    path: '/sync/snapshot-sessions/{snapshot_id}',
+    auth: true,
+    run: async (req, ctx) => {
+      await deleteSnapshot(await ctx.sync(), ctx.actor, pathUuid(req, 'snapshot_id'));
+      return { status: 204 };
+    },
+  },
+];
+
+export const handler = createHandler(routes);

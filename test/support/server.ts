@@ -1,0 +1,113 @@
+/**
+ * A real server for HTTP tests: fresh database → app schema → bootstrap → the local gateway,
+ * plus a small client that signs tokens and reads the round-trip header.
+ */
+import { SignJWT } from 'jose';
+import { loadConfig, type RegisteredTableDecl } from '../../core/config.js';
+import { bootstrap } from '../../core/bootstrap/bootstrap.js';
+import { createRuntime, ROUND_TRIPS_HEADER, type Runtime, type HttpApiEvent } from '../../functions/index.js';
+import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { openTestDb, type TestDb } from './server-db.js';
+import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
+
+export const TEST_JWT_SECRET = 'lockstep-test-secret-0123456789abcdef';
+
+export interface TestServer {
+  readonly url: string;
+  readonly t: TestDb;
+  readonly runtime: Runtime;
+  readonly gateway: Gateway;
+  client(userId: string, sourceId?: string): ApiClient;
+  close(): Promise<void>;
+}
+
+export interface ApiAnswer<T = any> {
+  readonly status: number;
+  readonly body: T;
+  readonly roundTrips: number;
+  readonly headers: Headers;
+}
+
+export interface ApiClient {
+  readonly userId: string;
+  sourceId: string;
+  request<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<ApiAnswer<T>>;
+  get<T = any>(path: string): Promise<ApiAnswer<T>>;
+  post<T = any>(path: string, body?: unknown): Promise<ApiAnswer<T>>;
+  del<T = any>(path: string): Promise<ApiAnswer<T>>;
+}
+
+export async function signToken(userId: string, options: { expiresIn?: string; secret?: string } = {}): Promise<string> {
+  return new SignJWT({ sub: userId })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setIssuedAt()
+    .setExpirationTime(options.expiresIn ?? '1h')
+    .sign(new TextEncoder().encode(options.secret ?? TEST_JWT_SECRET));
+}
+
+export function apiClient(url: string, userId: string, sourceId = `src-${userId}`): ApiClient {
+  let token: Promise<string> | undefined;
+  const client: ApiClient = {
+    userId,
+    sourceId,
+    async request(method, path, body, headers = {}) {
+      token ??= signToken(userId);
+      const res = await fetch(url + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${await token}`,
+          'sync-source-id': client.sourceId,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
+        ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+      });
+      const text = await res.text();
+      let parsed: unknown = undefined;
+      if (text) {
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = text;
+        }
+      }
+      return { status: res.status, body: parsed as any, roundTrips: Number(res.headers.get(ROUND_TRIPS_HEADER) ?? -1), headers: res.headers };
+    },
+    get: (path) => client.request('GET', path),
+    post: (path, body) => client.request('POST', path, body ?? {}),
+    del: (path) => client.request('DELETE', path),
+  };
+  return client;
+}
+
+export interface TestServerOptions {
+  readonly tables?: readonly RegisteredTableDecl[];
+  readonly schemaSql?: string;
+  readonly env?: Record<string, string>;
+  readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
+}
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const t = await openTestDb({ schemaSql: options.schemaSql ?? APP_SCHEMA_SQL });
+  const tables = options.tables ?? APP_TABLES;
+  await bootstrap(t.db, { tables, maxSchemaVersion: 1 });
+  const config = loadConfig({
+    DATABASE_URL: t.url,
+    SYNC_TABLES: tables.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(','),
+    SYNC_APP_NAME: 'lockstep-test',
+    ...options.env,
+  });
+  const runtime = createRuntime(config, t.db.pool);
+  const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET }, ...(options.intercept ? { intercept: options.intercept } : {}) });
+  return {
+    url: gateway.url,
+    t,
+    runtime,
+    gateway,
+    client: (userId, sourceId) => apiClient(gateway.url, userId, sourceId),
+    close: async () => {
+      await gateway.close();
+      await t.close();
+    },
+  };
+}
