@@ -1,0 +1,19 @@
+/**
+ * Fails whenever a wire schema changes, until PROTOCOL_VERSION and the recorded digest change
+ * together. Policy (core/protocol/version.ts): additive changes keep the version, anything else
+ * bumps it; either way the digest below is updated on purpose, in the same commit.
+ */
+import { describe, expect, it } from 'vitest';
+import { PROTOCOL_VERSION } from '../core/protocol/index.js';
+import { protocolSchemaHash } from './support/protocol-hash.js';
+
+const RECORDED: Record<number, string> = {
+  1: 'dd04ffdd977008ab4c24b34cff80b6eac2fe2ba1dd061c5e967b3fb5b22ea6ef',
+};
+
+describe('protocol version', () => {
+  it('matches the recorded digest of the wire schemas', () => {
+    expect(RECORDED[PROTOCOL_VERSION], `no digest recorded for protocol ${PROTOCOL_VERSION}`).toBeDefined();
+    expect(protocolSchemaHash()).toBe(RECORDED[PROTOCOL_VERSION]);
+  });
+});
