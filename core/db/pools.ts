@@ -2,7 +2,6 @@
  * Pool factories for the two drivers the core supports. Pools are bounded and created once per
  * container (Lambda reuses them across warm invocations).
  */
-import pg from 'pg';
 import { type PoolLike } from './port.js';
 
 export type DbDriver = 'pg' | 'neon';
@@ -20,12 +19,24 @@ export interface PoolOptions {
 const TIMESTAMPTZ_OID = 1184;
 const TIMESTAMP_OID = 1114;
 
-export async function createPool(options: PoolOptions): Promise<PoolLike> {
-  if (options.driver === 'neon') return createNeonPool(options);
-  const types = {
-    getTypeParser: (oid: number, format?: string) =>
-      oid === TIMESTAMPTZ_OID || oid === TIMESTAMP_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text'),
+type GetTypeParser = (oid: number, format: 'text') => (value: string) => unknown;
+
+/** The driver's own parsers, except timestamps, which stay text. Both drivers take this shape. */
+function textTimestamps(base: GetTypeParser): { getTypeParser: (oid: number, format?: string) => (value: string) => unknown } {
+  return {
+    getTypeParser: (oid: number, format?: string) => (oid === TIMESTAMPTZ_OID || oid === TIMESTAMP_OID ? (v: string) => v : base(oid, (format ?? 'text') as 'text')),
   };
+}
+
+export async function createPool(options: PoolOptions): Promise<PoolLike> {
+  return options.driver === 'neon' ? createNeonPool(options) : createPgPool(options);
+}
+
+// Both drivers are imported lazily: a Lambda bundle that runs on the Neon driver never evaluates
+// node-postgres at cold start, and the local runtime never loads the WebSocket driver.
+async function createPgPool(options: PoolOptions): Promise<PoolLike> {
+  const { default: pg } = await import('pg');
+  const types = textTimestamps(pg.types.getTypeParser);
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max,
@@ -56,6 +67,7 @@ async function createNeonPool(options: PoolOptions): Promise<PoolLike> {
     max: options.max,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
+    types: textTimestamps(neon.types.getTypeParser),
   });
   pool.on('error', () => {});
   return pool as unknown as PoolLike;

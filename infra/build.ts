@@ -1,0 +1,223 @@
+/**
+ * `npm run build`: bundles every Lambda function with esbuild into `dist/functions/<name>/`
+ * (`index.mjs` plus lazily loaded chunks), prints a size and cold-start report, and fails when a
+ * function's bundle exceeds its size budget or its module init time exceeds its time budget.
+ *
+ * Why code splitting: `core/db/pools.ts` imports each database driver lazily, so with splitting
+ * the driver a container does not use (node-postgres under the Neon driver, the Neon driver and
+ * `ws` under node-postgres) lands in a chunk that is shipped but never evaluated. The cold start
+ * pays only for `index.mjs` and the chunks it imports statically.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { build, type Metafile, type Plugin } from 'esbuild';
+
+/** Every function of `infra/template.yaml`, built from `functions/<name>.ts`. */
+export const FUNCTION_NAMES = ['connect', 'push', 'pull', 'snapshot', 'meta', 'bootstrap', 'maintenance'] as const;
+export type FunctionName = (typeof FUNCTION_NAMES)[number];
+
+/**
+ * The code a container loads (index.mjs, its static chunks and one driver's lazy chunks) may not
+ * exceed this. The folder also ships the other driver's chunks, which are never evaluated.
+ */
+export const BUNDLE_BYTES_MAX = 500 * 1024;
+/** Importing a bundle in a fresh `node` may cost at most this over `node -e ''`. */
+export const INIT_MS_MAX = 100;
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+// Optional native add-ons that their packages load inside try/catch; never bundle them.
+const OPTIONAL_NATIVE = ['pg-native', 'bufferutil', 'utf-8-validate', 'cloudflare:sockets'];
+
+// ESM output cannot `require`; CommonJS dependencies (pg, ws) call it for Node built-ins.
+const BANNER = "import { createRequire as __lockstepCreateRequire } from 'node:module'; const require = __lockstepCreateRequire(import.meta.url);";
+
+/**
+ * zod re-exports all of its ~45 message locales as `z.locales`, and the namespace import
+ * `import { z } from 'zod'` keeps them all (over half of zod's bundled size). Nothing here calls
+ * `z.config(z.locales.xx())`, so the bundle keeps English only (zod's default, imported directly
+ * by its schemas) under the same export name.
+ */
+const zodEnglishOnly: Plugin = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]node_modules[\\/]zod[\\/]/.test(args.importer) ? { path: join(dirname(args.importer), '..', 'locales', 'index.js'), namespace: 'zod-locales' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
+      contents: `export { default as en } from ${JSON.stringify(join(dirname(args.path), 'en.js'))};`,
+      resolveDir: dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
+
+/** The database drivers `core/db/pools.ts` imports lazily, and the packages each one loads. */
+export const DRIVER_PACKAGES = { neon: ['@neondatabase/serverless', 'ws'], pg: ['pg'] } as const;
+export type DriverName = keyof typeof DRIVER_PACKAGES;
+
+export interface BundleReport {
+  readonly name: FunctionName;
+  readonly dir: string;
+  /** Bytes of index.mjs alone. */
+  readonly entryBytes: number;
+  /**
+   * Bytes a container evaluates on each driver: index.mjs, its static imports and that driver's
+   * lazily imported chunks. The budget applies to these.
+   */
+  readonly loadedBytes: Readonly<Record<DriverName, number>>;
+  /** Bytes of everything in the function's folder (what Lambda receives: both drivers). */
+  readonly totalBytes: number;
+  readonly gzipBytes: number;
+  readonly files: number;
+  /** Median extra wall time of importing index.mjs in a fresh node over `node -e ''`. */
+  initMs?: number;
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? filesUnder(join(dir, d.name)) : [join(dir, d.name)]));
+}
+
+type Outputs = Metafile['outputs'];
+
+/** Output files reachable from `start` by static imports only. */
+function staticClosure(outputs: Outputs, start: string, into: Set<string>): Set<string> {
+  if (into.has(start)) return into;
+  into.add(start);
+  for (const imp of outputs[start]?.imports ?? []) if (imp.kind === 'import-statement' && !imp.external) staticClosure(outputs, imp.path, into);
+  return into;
+}
+
+function loadedBytes(outputs: Outputs, entry: string, packages: readonly string[]): number {
+  const files = staticClosure(outputs, entry, new Set());
+  for (const [file, output] of Object.entries(outputs)) {
+    const inputs = Object.keys(output.inputs);
+    if (packages.some((p) => inputs.some((i) => i.includes(`node_modules/${p}/`)))) staticClosure(outputs, file, files);
+  }
+  let bytes = 0;
+  for (const f of files) bytes += outputs[f]?.bytes ?? 0;
+  return bytes;
+}
+
+/** Bundles the functions into `outDir/<name>/`; each folder is self-contained. */
+export async function buildFunctions(outDir: string = join(ROOT, 'dist', 'functions'), names: readonly FunctionName[] = FUNCTION_NAMES): Promise<BundleReport[]> {
+  const reports: BundleReport[] = [];
+  for (const name of names) {
+    const dir = join(outDir, name);
+    rmSync(dir, { recursive: true, force: true });
+    const result = await build({
+      entryPoints: { index: join(ROOT, 'functions', `${name}.ts`) },
+      outdir: dir,
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      outExtension: { '.js': '.mjs' },
+      chunkNames: 'chunks/[name]-[hash]',
+      minify: true,
+      legalComments: 'none',
+      external: OPTIONAL_NATIVE,
+      banner: { js: BANNER },
+      plugins: [zodEnglishOnly],
+      metafile: true,
+      logLevel: 'warning',
+    });
+    const outputs = result.metafile.outputs;
+    const entry = Object.keys(outputs).find((f) => outputs[f]?.entryPoint !== undefined);
+    if (!entry) throw new Error(`${name}: esbuild reported no entry output`);
+    const files = filesUnder(dir);
+    reports.push({
+      name,
+      dir,
+      entryBytes: statSync(join(dir, 'index.mjs')).size,
+      loadedBytes: { neon: loadedBytes(outputs, entry, DRIVER_PACKAGES.neon), pg: loadedBytes(outputs, entry, DRIVER_PACKAGES.pg) },
+      totalBytes: files.reduce((sum, f) => sum + statSync(f).size, 0),
+      gzipBytes: files.reduce((sum, f) => sum + gzipSync(readFileSync(f)).byteLength, 0),
+      files: files.length,
+    });
+  }
+  return reports;
+}
+
+function wallMs(args: string[]): number {
+  const start = process.hrtime.bigint();
+  const result = spawnSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  if (result.status !== 0) throw new Error(`node ${args.join(' ')} failed: ${result.stderr.toString()}`);
+  return ms;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+/**
+ * Module init time: a fresh `node` that imports the bundle (and does nothing else; handlers open
+ * no connection at import) against a fresh `node -e ''`, median of `runs` alternating pairs.
+ */
+export function measureInitMs(entryFile: string, runs = 5): number {
+  const url = pathToFileURL(entryFile).href;
+  const importArgs = ['--input-type=module', '-e', `await import(${JSON.stringify(url)});`];
+  const emptyArgs = ['--input-type=module', '-e', ''];
+  wallMs(importArgs); // warm the file cache
+  const deltas: number[] = [];
+  for (let i = 0; i < runs; i++) deltas.push(wallMs(importArgs) - wallMs(emptyArgs));
+  return Math.max(0, median(deltas));
+}
+
+const kb = (bytes: number) => (bytes / 1024).toFixed(1);
+
+export function formatReport(reports: readonly BundleReport[]): string {
+  const header = ['function', 'index.mjs KB', 'loaded KB (neon)', 'loaded KB (pg)', 'shipped KB', 'shipped gzip KB', 'init ms'];
+  const rows = reports.map((r) => [
+    r.name,
+    kb(r.entryBytes),
+    kb(r.loadedBytes.neon),
+    kb(r.loadedBytes.pg),
+    kb(r.totalBytes),
+    kb(r.gzipBytes),
+    r.initMs === undefined ? '-' : r.initMs.toFixed(1),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+/** Budget violations, one line each; empty when everything fits. */
+export function budgetFailures(reports: readonly BundleReport[]): string[] {
+  const failures: string[] = [];
+  for (const r of reports) {
+    for (const [driver, bytes] of Object.entries(r.loadedBytes)) {
+      if (bytes > BUNDLE_BYTES_MAX) failures.push(`${r.name}: ${kb(bytes)} KB loaded on the ${driver} driver exceeds the ${kb(BUNDLE_BYTES_MAX)} KB bundle budget`);
+    }
+    if (r.initMs !== undefined && r.initMs > INIT_MS_MAX) failures.push(`${r.name}: module init ${r.initMs.toFixed(1)} ms exceeds the ${INIT_MS_MAX} ms budget`);
+  }
+  return failures;
+}
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  const reports = await buildFunctions();
+  for (const r of reports) r.initMs = measureInitMs(join(r.dir, 'index.mjs'));
+  console.log(`built ${reports.length} functions into ${relative(process.cwd(), join(ROOT, 'dist', 'functions')) || '.'} in ${Date.now() - started} ms`);
+  console.log(formatReport(reports));
+  console.log(`budgets: loaded ≤ ${kb(BUNDLE_BYTES_MAX)} KB per function and driver; init of index.mjs ≤ ${INIT_MS_MAX} ms over node -e ''`);
+  const failures = budgetFailures(reports);
+  for (const f of failures) console.error(`FAIL ${f}`);
+  return failures.length ? 1 : 0;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
