@@ -65,6 +65,7 @@ const catalogFields = [
   ['apply_order', 'applyOrder'], ['columns', 'columns'], ['capture_new_sql', 'captureNewSql'],
   ['capture_old_sql', 'captureOldSql'], ['capture_keychange_sql', 'captureKeychangeSql'], ['upsert_sql', 'upsertSql'],
   ['delete_sql', 'deleteSql'], ['snapshot_sql', 'snapshotSql'], ['lookup_sql', 'lookupSql'],
+  ['hash_rows_sql', 'hashRowsSql'], ['request_rows_sql', 'requestRowsSql'], ['row_json_prefix', 'rowJsonPrefix'],
 ] as const;
 
 /** Verifies a marked layout. Read only: it reads catalogs and `sync` metadata, nothing else. */
@@ -120,9 +121,11 @@ async function insertCatalog(tx: Queryable, catalog: readonly CatalogEntry[]): P
   for (const e of catalog) {
     await tx.query(sql`
       INSERT INTO sync.table_catalog (table_id, schema_name, table_name, key_column, key_kind, apply_order, columns,
-        capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql)
+        capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql,
+        hash_rows_sql, request_rows_sql, row_json_prefix)
       VALUES (${e.tableId}, ${e.schema}, ${e.table}, ${e.keyColumn}, ${e.keyKind}, ${e.applyOrder}, ${JSON.stringify(e.columns)}::jsonb,
-        ${e.captureNewSql}, ${e.captureOldSql}, ${e.captureKeychangeSql}, ${e.upsertSql}, ${e.deleteSql}, ${e.snapshotSql}, ${e.lookupSql})`);
+        ${e.captureNewSql}, ${e.captureOldSql}, ${e.captureKeychangeSql}, ${e.upsertSql}, ${e.deleteSql}, ${e.snapshotSql}, ${e.lookupSql},
+        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix})`);
   }
 }
 
@@ -148,12 +151,9 @@ async function adopt(tx: Queryable, infos: readonly TableInfo[], catalog: readon
       RETURNING 1)
     INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, request_hash, committed_at)
     SELECT u.user_pk, 1, 'lockstep:adoption', 1, count(*), sum(sync.row_bytes(n.payload, n.key_bytes)),
-      encode(sha256(convert_to('[' || string_agg(
-        '{"key":{' || to_json(c.key_column)::text || ':' || to_json(sync.key_text(c.key_kind, n.key_bytes))::text || '}'
-        || ',"op":"INSERT","payload":' || sync.jcs(n.payload) || ',"row_ordinal":' || n.ordinal || ',"row_version":1'
-        || ',"schema":' || to_json(c.schema_name)::text || ',"table":' || to_json(c.table_name)::text || '}',
+      encode(sha256(convert_to('[' || string_agg(n.canon_head || n.ordinal || n.canon_tail,
         ',' ORDER BY n.ordinal) || ']', 'UTF8')), 'hex'), NULL, now()
-    FROM numbered n JOIN sync.user_state u ON u.user_id = n.scope JOIN sync.table_catalog c ON c.table_id = n.table_id
+    FROM numbered n JOIN sync.user_state u ON u.user_id = n.scope
     GROUP BY u.user_pk
     RETURNING row_count::text AS n`);
   return rows.reduce((sum, r) => sum + Number(r.n), 0);

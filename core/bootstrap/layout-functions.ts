@@ -449,17 +449,22 @@ BEGIN
 END
 $fn$;
 
--- The request hash the client computed: RFC 8785 over the pushed rows in ordinal order.
-CREATE FUNCTION sync.push_request_hash(p_push uuid) RETURNS text LANGUAGE sql STABLE AS $fn$
-  SELECT encode(sha256(convert_to('[' || coalesce(string_agg(
-    '{"base_row_version":' || r.base_row_version
-    || ',"key":{' || to_json(c.key_column)::text || ':' || to_json(sync.key_text(c.key_kind, r.key_bytes))::text || '}'
-    || ',"op":"' || sync.op_name(r.op_code) || '"'
-    || ',"payload":' || sync.jcs(r.payload)
-    || ',"schema":' || to_json(c.schema_name)::text
-    || ',"table":' || to_json(c.table_name)::text || '}', ',' ORDER BY r.row_ordinal), '') || ']', 'UTF8')), 'hex')
-  FROM sync.push_session_rows r JOIN sync.table_catalog c ON c.table_id = r.table_id
-  WHERE r.push_id = p_push
+-- The request hash the client computed: RFC 8785 over the pushed rows in ordinal order. Each
+-- table's canonical row text comes from SQL generated at bootstrap (table_catalog.request_rows_sql).
+CREATE FUNCTION sync.push_request_hash(p_push uuid) RETURNS text LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  v_union text;
+  v_text text;
+BEGIN
+  SELECT string_agg(c.request_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
+    FROM sync.table_catalog c
+   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.push_session_rows WHERE push_id = p_push);
+  IF v_union IS NULL THEN
+    RETURN encode(sha256(convert_to('[]', 'UTF8')), 'hex');
+  END IF;
+  EXECUTE 'SELECT string_agg(t, '','' ORDER BY o) FROM (' || v_union || ') x' INTO v_text USING p_push;
+  RETURN encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
+END
 $fn$;
 
 -- Turns this transaction's captured changes into committed bundle p_seq: coalesce per key in
@@ -472,6 +477,8 @@ DECLARE
   v_count integer;
   v_bytes bigint;
   v_hash text;
+  v_union text;
+  v_text text;
 BEGIN
   INSERT INTO sync.bundle_rows (user_pk, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload)
   SELECT p_user_pk, p_seq, (row_number() OVER (ORDER BY x.first_id))::integer - 1, x.table_id, x.key_bytes, x.op_code, x.payload
@@ -495,18 +502,17 @@ BEGIN
     FROM sync.bundle_rows b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq
   ON CONFLICT (user_pk, table_id, key_bytes) DO UPDATE SET row_version = EXCLUDED.row_version, deleted = EXCLUDED.deleted;
 
-  SELECT encode(sha256(convert_to('[' || coalesce(string_agg(
-           '{"key":{' || to_json(c.key_column)::text || ':' || to_json(sync.key_text(c.key_kind, b.key_bytes))::text || '}'
-           || ',"op":"' || sync.op_name(b.op_code) || '"'
-           || ',"payload":' || sync.jcs(b.payload)
-           || ',"row_ordinal":' || b.row_ordinal
-           || ',"row_version":' || p_seq
-           || ',"schema":' || to_json(c.schema_name)::text
-           || ',"table":' || to_json(c.table_name)::text || '}', ',' ORDER BY b.row_ordinal), '') || ']', 'UTF8')), 'hex'),
-         coalesce(sum(sync.row_bytes(b.payload, b.key_bytes)), 0)
-    INTO v_hash, v_bytes
-    FROM sync.bundle_rows b JOIN sync.table_catalog c ON c.table_id = b.table_id
-   WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq;
+  -- bundle_hash: RFC 8785 text of each committed row from SQL generated per table at bootstrap
+  -- (keys pre-sorted, value types known), so hashing is concatenation, not JSON walking.
+  SELECT string_agg(c.hash_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
+    FROM sync.table_catalog c
+   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_pk = p_user_pk AND bundle_seq = p_seq);
+  IF v_union IS NOT NULL THEN
+    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o) FROM (' || v_union || ') x' INTO v_text USING p_user_pk, p_seq;
+  END IF;
+  v_hash := encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
+  SELECT coalesce(sum(sync.row_bytes(b.payload, b.key_bytes)), 0) INTO v_bytes
+    FROM sync.bundle_rows b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq;
 
   INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
     request_hash, committed_at)
@@ -695,11 +701,18 @@ $fn$;
 `;
 
 const READ = String.raw`
-CREATE FUNCTION sync.committed_row_json(p_cat sync.table_catalog, p_key_bytes bytea, p_op smallint, p_version bigint, p_payload jsonb)
-RETURNS json LANGUAGE sql IMMUTABLE AS $fn$
-  SELECT json_build_object('schema', p_cat.schema_name, 'table', p_cat.table_name,
-    'key', json_build_object(p_cat.key_column, sync.key_text(p_cat.key_kind, p_key_bytes)),
-    'op', sync.op_name(p_op), 'row_version', p_version, 'payload', p_payload)
+-- Rows render by concatenation: table_catalog.row_json_prefix holds {"schema":…,"table":…,"key":{"<key>":.
+CREATE FUNCTION sync.committed_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_op smallint, p_version bigint, p_payload jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
+    || '},"op":"' || CASE p_op WHEN 1 THEN 'INSERT' WHEN 2 THEN 'UPDATE' ELSE 'DELETE' END
+    || '","row_version":' || p_version || ',"payload":' || coalesce(p_payload::text, 'null') || '}'
+$fn$;
+
+CREATE FUNCTION sync.snapshot_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_version bigint, p_payload jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
+    || '},"row_version":' || p_version || ',"payload":' || p_payload::text || '}'
 $fn$;
 
 CREATE FUNCTION sync.pull(p_user text, p_source text, p_after bigint, p_max integer, p_target bigint, p_budget bigint)
@@ -754,7 +767,8 @@ BEGIN
         'bundle_seq', c.bundle_seq, 'source_id', c.source_id, 'source_bundle_id', c.source_bundle_id,
         'row_count', c.row_count, 'bundle_hash', c.bundle_hash, 'rows_omitted', c.omitted,
         'rows', CASE WHEN c.omitted THEN '[]'::json ELSE (
-          SELECT coalesce(json_agg(sync.committed_row_json(tc, r.key_bytes, r.op_code, r.bundle_seq, r.payload) ORDER BY r.row_ordinal), '[]'::json)
+          SELECT ('[' || coalesce(string_agg(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.op_code, r.bundle_seq, r.payload),
+                  ',' ORDER BY r.row_ordinal), '') || ']')::json
             FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
            WHERE r.user_pk = v_us.user_pk AND r.bundle_seq = c.bundle_seq) END)
       ORDER BY c.bundle_seq), '[]'::json),
@@ -799,7 +813,8 @@ BEGIN
   )
   SELECT NULL::jsonb, json_build_object('bundle_seq', v_b.bundle_seq, 'source_id', v_b.source_id,
     'source_bundle_id', v_b.source_bundle_id, 'row_count', v_b.row_count, 'bundle_hash', v_b.bundle_hash,
-    'rows', coalesce(json_agg(sync.committed_row_json(tc, c.key_bytes, c.op_code, c.bundle_seq, c.payload) ORDER BY c.row_ordinal), '[]'::json),
+    'rows', ('[' || coalesce(string_agg(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes, c.op_code, c.bundle_seq, c.payload),
+        ',' ORDER BY c.row_ordinal), '') || ']')::json,
     'next_row_ordinal', p_after + count(c.row_ordinal),
     'has_more', p_after + count(c.row_ordinal) < v_b.row_count)::text
   FROM chosen c LEFT JOIN sync.table_catalog tc ON tc.table_id = c.table_id;
@@ -917,9 +932,8 @@ BEGIN
   )
   SELECT NULL::jsonb, json_build_object('snapshot_id', v_s.snapshot_id, 'snapshot_bundle_seq', v_s.snapshot_bundle_seq,
     'row_count', v_s.row_count,
-    'rows', coalesce(json_agg(json_build_object('schema', tc.schema_name, 'table', tc.table_name,
-        'key', json_build_object(tc.key_column, sync.key_text(tc.key_kind, c.key_bytes)),
-        'row_version', c.row_version, 'payload', c.payload) ORDER BY c.row_ordinal), '[]'::json),
+    'rows', ('[' || coalesce(string_agg(sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes, c.row_version, c.payload),
+        ',' ORDER BY c.row_ordinal), '') || ']')::json,
     'next_row_ordinal', p_after + count(c.row_ordinal),
     'has_more', p_after + count(c.row_ordinal) < v_s.row_count)::text
   FROM chosen c LEFT JOIN sync.table_catalog tc ON tc.table_id = c.table_id;

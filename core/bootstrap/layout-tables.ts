@@ -48,6 +48,9 @@ CREATE TABLE sync.table_catalog (
   delete_sql text NOT NULL,
   snapshot_sql text NOT NULL,
   lookup_sql text NOT NULL,
+  hash_rows_sql text NOT NULL,
+  request_rows_sql text NOT NULL,
+  row_json_prefix text NOT NULL,
   CONSTRAINT table_catalog_name_key UNIQUE (schema_name, table_name)
 );
 

@@ -34,6 +34,12 @@ export interface CatalogEntry {
   readonly deleteSql: string;
   readonly snapshotSql: string;
   readonly lookupSql: string;
+  /** `(o, t)` rows: each committed row of a bundle as RFC 8785 text, for `bundle_hash`. */
+  readonly hashRowsSql: string;
+  /** `(o, t)` rows: each staged pushed row as RFC 8785 text, to verify `request_hash`. */
+  readonly requestRowsSql: string;
+  /** `{"schema":…,"table":…,"key":{"<key>":` — rows render by concatenation, not per-row JSON builders. */
+  readonly rowJsonPrefix: string;
 }
 
 /** How a PostgreSQL type travels on the wire. */
@@ -98,6 +104,63 @@ function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly Co
     });
   const fixes = byteaFixes.length ? ` || jsonb_strip_nulls(jsonb_build_object(${byteaFixes.join(', ')}))` : '';
   return `coalesce(p.payload, '{}'::jsonb)${fixes} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
+}
+
+/** A JSON string literal as RFC 8785 writes it (JSON.stringify's escaping), quoted for SQL. */
+function jsonLiteral(text: string): string {
+  return quoteLiteral(JSON.stringify(text));
+}
+
+/** Canonical text of any jsonb value `v`: strings, booleans and small integers inline, the rest via sync.jcs. */
+function canonicalValueExpr(v: string): string {
+  return (
+    `CASE jsonb_typeof(${v}) WHEN 'object' THEN sync.jcs(${v}) WHEN 'array' THEN sync.jcs(${v}) ` +
+    `WHEN 'number' THEN CASE WHEN (${v})::text ~ '^-?[0-9]{1,15}$' THEN (${v})::text ELSE sync.jcs_number((${v})::numeric) END ` +
+    `ELSE (${v})::text END`
+  );
+}
+
+/** Categories whose committed payload values are always JSON strings, booleans, small integers or null. */
+const INLINE_CANONICAL = new Set<WireCategory>(['bytea', 'decimal', 'uuid', 'timestamptz', 'text', 'boolean', 'integer']);
+
+/**
+ * RFC 8785 text of a payload object `p` whose keys are a subset of `columns`. The keys are sorted
+ * here, in UTF-16 code units as RFC 8785 requires (JavaScript's string order), so PostgreSQL only
+ * concatenates. `known` marks payloads built by the capture triggers, whose value types follow
+ * the column types, so most values need no inspection at all.
+ */
+export function canonicalPayloadExpr(p: string, columns: readonly ColumnInfo[], known: boolean): string {
+  const sorted = [...columns].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const parts = sorted.map((c) => {
+    const v = `${p}->${quoteLiteral(c.name)}`;
+    const value = known && INLINE_CANONICAL.has(wireCategory(c.type)) ? `(${v})::text` : canonicalValueExpr(v);
+    return `CASE WHEN ${p} ? ${quoteLiteral(c.name)} THEN ${quoteLiteral(`${JSON.stringify(c.name)}:`)} || ${value} END`;
+  });
+  const groups: string[] = [];
+  for (let i = 0; i < parts.length; i += 90) groups.push(`nullif(concat_ws(',', ${parts.slice(i, i + 90).join(', ')}), '')`);
+  const body = groups.length === 1 ? groups[0] : `concat_ws(',', ${groups.join(', ')})`;
+  return `CASE WHEN ${p} IS NULL OR jsonb_typeof(${p}) = 'null' THEN 'null' ELSE '{' || coalesce(${body}, '') || '}' END`;
+}
+
+function keyTextExpr(kind: KeyKind, bytes: string): string {
+  return kind === 'uuid' ? `encode(${bytes}, 'hex')::uuid::text` : `convert_from(${bytes}, 'UTF8')`;
+}
+
+const OP_NAME = (code: string): string => `CASE ${code} WHEN 1 THEN 'INSERT' WHEN 2 THEN 'UPDATE' ELSE 'DELETE' END`;
+
+/**
+ * RFC 8785 text of a committed row `{key, op, payload, row_ordinal, row_version, schema, table}`
+ * (keys already in canonical order), split around the ordinal: `head || ordinal || tail`.
+ * Shared by commit (ordinal known) and adoption (ordinal numbered afterwards).
+ */
+export function canonicalCommittedRowParts(info: { schema: string; table: string }, keyColumn: string, kind: KeyKind, visible: readonly ColumnInfo[],
+  alias: { keyBytes: string; opCode: string; payload: string; version: string }): { head: string; tail: string } {
+  return {
+    head:
+      `${quoteLiteral(`{"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, alias.keyBytes)})::text || '},"op":"' || ` +
+      `${OP_NAME(alias.opCode)} || '","payload":' || ${canonicalPayloadExpr(alias.payload, visible, true)} || ',"row_ordinal":'`,
+    tail: `',"row_version":' || ${alias.version} || ${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)}`,
+  };
 }
 
 /** Parents before children, so applying in this order needs the fewest deferred checks. */
@@ -167,6 +230,22 @@ export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
         `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${payloadExpr('t', visible)} AS payload FROM ${rel} t WHERE t.${scope} = $1`,
       lookupSql:
         `SELECT ${payloadExpr('t', visible)} FROM ${rel} t WHERE t.${scope} = $1 AND t.${key} = ${keyFromBytesExpr(kind, '$2')}`,
+      hashRowsSql: (() => {
+        const { head, tail } = canonicalCommittedRowParts(info, keyColumn, kind, visible, {
+          keyBytes: 'b.key_bytes', opCode: 'b.op_code', payload: 'b.payload', version: 'b.bundle_seq',
+        });
+        return `SELECT b.row_ordinal AS o, ${head} || b.row_ordinal || ${tail} AS t FROM sync.bundle_rows b ` +
+          `WHERE b.user_pk = $1 AND b.bundle_seq = $2 AND b.table_id = ${tableId}`;
+      })(),
+      // Pushed row: {base_row_version, key, op, payload, schema, table}. Payloads come from the
+      // client, so every value is inspected.
+      requestRowsSql:
+        `SELECT r.row_ordinal AS o, '{"base_row_version":' || r.base_row_version || ` +
+        `${quoteLiteral(`,"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, 'r.key_bytes')})::text || '},"op":"' || ` +
+        `${OP_NAME('r.op_code')} || '","payload":' || ${canonicalPayloadExpr('r.payload', visible, false)} || ` +
+        `${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)} AS t ` +
+        `FROM sync.push_session_rows r WHERE r.push_id = $1 AND r.table_id = ${tableId}`,
+      rowJsonPrefix: `{"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)},"key":{${JSON.stringify(keyColumn)}:`,
     };
   });
 }
@@ -177,10 +256,14 @@ export function adoptionSourceSql(infos: readonly TableInfo[], catalog: readonly
     .map((info, i) => {
       const entry = catalog[i] as CatalogEntry;
       const visible = info.columns.filter((c) => c.name !== SCOPE_COLUMN);
+      const { head, tail } = canonicalCommittedRowParts(info, entry.keyColumn, entry.keyKind, visible, {
+        keyBytes: 'x.key_bytes', opCode: '1', payload: 'x.payload', version: '1',
+      });
       return (
+        `SELECT x.*, ${head} AS canon_head, ${tail} AS canon_tail FROM (` +
         `SELECT t.${q(SCOPE_COLUMN)} AS scope, ${entry.tableId}::smallint AS table_id, ${entry.applyOrder} AS apply_order, ` +
         `${keyBytesExpr(entry.keyKind, `t.${q(entry.keyColumn)}`)} AS key_bytes, ${payloadExpr('t', visible)} AS payload ` +
-        `FROM ${q(info.schema)}.${q(info.table)} t`
+        `FROM ${q(info.schema)}.${q(info.table)} t) x`
       );
     })
     .join(' UNION ALL ');
