@@ -1,0 +1,141 @@
+/**
+ * infra/template.yaml against the handlers: every HttpApi event is served by its function's
+ * `routes` (same method, path and auth), every route of every function is in the template, and
+ * the non-HTTP functions are wired as the contract says (bootstrap: no events; maintenance: a
+ * schedule). cfn-lint (with the SAM translator) also checks the template when it is installed.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import YAML, { type CollectionTag, type ScalarTag, type Tags } from 'yaml';
+import { functionRoutes } from '../functions/index.js';
+import { defaultLimits } from '../core/limits.js';
+import { FUNCTION_NAMES, ROOT } from '../infra/build.js';
+
+const TEMPLATE = join(ROOT, 'infra', 'template.yaml');
+
+// CloudFormation's short-form intrinsics (!Ref, !Sub, !If, ...) as their long forms.
+const INTRINSICS = ['Ref', 'Sub', 'GetAtt', 'If', 'Equals', 'Not', 'And', 'Or', 'Join', 'Select', 'Split', 'FindInMap', 'Condition', 'ImportValue', 'Base64', 'Cidr', 'GetAZs'];
+const cfnTags: Tags = INTRINSICS.flatMap((name) => {
+  const key = name === 'Ref' || name === 'Condition' ? name : `Fn::${name}`;
+  const scalar: ScalarTag = { tag: `!${name}`, resolve: (value) => ({ [key]: name === 'GetAtt' ? value.split('.') : value }) };
+  const collections = (['seq', 'map'] as const).map((collection): CollectionTag => ({ tag: `!${name}`, collection, resolve: (value) => ({ [key]: value.toJSON() }) }));
+  return [scalar, ...collections];
+});
+
+interface Resource {
+  Type: string;
+  Properties?: Record<string, any>;
+}
+interface Template {
+  Transform: string;
+  Globals: { Function: Record<string, any> };
+  Resources: Record<string, Resource>;
+}
+
+const template = YAML.parse(readFileSync(TEMPLATE, 'utf8'), { customTags: cfnTags }) as Template;
+
+/** Function resources by the build output they ship (CodeUri ../dist/functions/<name>). */
+function functionsByName(): Map<string, { id: string; props: Record<string, any> }> {
+  const out = new Map<string, { id: string; props: Record<string, any> }>();
+  for (const [id, r] of Object.entries(template.Resources)) {
+    if (r.Type !== 'AWS::Serverless::Function') continue;
+    const match = /^\.\.\/dist\/functions\/([a-z-]+)$/.exec(String(r.Properties?.['CodeUri']));
+    expect(match, `${id}: CodeUri must be ../dist/functions/<name>`).not.toBeNull();
+    out.set((match as RegExpExecArray)[1] as string, { id, props: r.Properties ?? {} });
+  }
+  return out;
+}
+
+interface TemplateRoute {
+  readonly fn: string;
+  readonly method: string;
+  readonly path: string;
+  readonly auth: boolean;
+}
+
+function templateRoutes(): TemplateRoute[] {
+  const routes: TemplateRoute[] = [];
+  for (const [fn, { props }] of functionsByName()) {
+    for (const event of Object.values<any>(props['Events'] ?? {})) {
+      if (event.Type !== 'HttpApi') continue;
+      const p = event.Properties;
+      expect(p.ApiId).toEqual({ Ref: 'SyncApi' });
+      routes.push({ fn, method: p.Method, path: p.Path, auth: p.Auth?.Authorizer !== 'NONE' });
+    }
+  }
+  return routes;
+}
+
+describe('infra/template.yaml', () => {
+  it('is a SAM template with one function per build output, each with index.handler on Node 20+', () => {
+    expect(template.Transform).toBe('AWS::Serverless-2016-10-31');
+    expect([...functionsByName().keys()].sort()).toEqual([...FUNCTION_NAMES].sort());
+    const globals = template.Globals.Function;
+    expect(globals['Handler']).toBe('index.handler');
+    expect(globals['Runtime']).toMatch(/^nodejs(2[0-9])\.x$/);
+  });
+
+  it('routes every HttpApi event to a handler that serves it, with the same auth', () => {
+    const routes = templateRoutes();
+    expect(routes.length).toBeGreaterThan(0);
+    for (const r of routes) {
+      const handlerRoutes = functionRoutes[r.fn];
+      expect(handlerRoutes, `${r.method} ${r.path} goes to ${r.fn}, which serves no HTTP routes`).toBeDefined();
+      const served = handlerRoutes?.find((h) => h.method === r.method && h.path === r.path);
+      expect(served, `${r.fn} does not serve ${r.method} ${r.path}`).toBeDefined();
+      expect(r.auth, `${r.method} ${r.path}: template auth ≠ route.auth`).toBe(served?.auth);
+    }
+  });
+
+  it('has every handler route in the template, on its own function', () => {
+    const routes = templateRoutes();
+    for (const [fn, handlerRoutes] of Object.entries(functionRoutes)) {
+      for (const h of handlerRoutes) {
+        expect(routes.filter((r) => r.method === h.method && r.path === h.path), `${h.method} ${h.path}`).toEqual([
+          { fn, method: h.method, path: h.path, auth: h.auth },
+        ]);
+      }
+    }
+  });
+
+  it('protects /sync/* with the JWT authorizer by default and leaves only /syncx/* open', () => {
+    const api = template.Resources['SyncApi'];
+    expect(api?.Type).toBe('AWS::Serverless::HttpApi');
+    const auth = api?.Properties?.['Auth'];
+    expect(auth.DefaultAuthorizer).toBe('LockstepJwt');
+    const jwt = auth.Authorizers.LockstepJwt.JwtConfiguration;
+    expect(jwt.issuer).toEqual({ Ref: 'JwtIssuer' });
+    expect(jwt.audience).toEqual({ Ref: 'JwtAudience' });
+    for (const r of templateRoutes()) expect(r.auth, `${r.method} ${r.path}`).toBe(r.path.startsWith('/sync/'));
+  });
+
+  it('gives watch room to wait, runs bootstrap on demand only and maintenance on a schedule', () => {
+    const fns = functionsByName();
+    const pullTimeout = fns.get('pull')?.props['Timeout'];
+    expect(pullTimeout).toBeGreaterThan(defaultLimits.watchMaxWaitSeconds);
+    expect(fns.get('bootstrap')?.props['Events']).toBeUndefined();
+    const schedules = Object.values<any>(fns.get('maintenance')?.props['Events'] ?? {});
+    expect(schedules.map((e) => [e.Type, e.Properties.Schedule])).toEqual([['Schedule', 'rate(5 minutes)']]);
+  });
+
+  it('keeps the database URL secret and every function logging to a group with retention', () => {
+    const params = (YAML.parse(readFileSync(TEMPLATE, 'utf8'), { customTags: cfnTags }) as { Parameters: Record<string, any> }).Parameters;
+    expect(params['DatabaseUrl']?.NoEcho).toBe(true);
+    for (const [name, { id, props }] of functionsByName()) {
+      const group = props['LoggingConfig']?.LogGroup?.Ref as string | undefined;
+      expect(group, `${id} has no LoggingConfig.LogGroup`).toBeDefined();
+      const resource = template.Resources[group as string];
+      expect(resource?.Type, `${name}`).toBe('AWS::Logs::LogGroup');
+      expect(resource?.Properties?.['RetentionInDays']).toBeDefined();
+    }
+  });
+
+  const cfnLint = spawnSync('cfn-lint', ['--version'], { encoding: 'utf8' });
+  it.skipIf(cfnLint.status !== 0)('passes cfn-lint (SAM transform included)', () => {
+    const result = spawnSync('cfn-lint', [TEMPLATE], { encoding: 'utf8' });
+    expect(result.stdout + result.stderr).toBe('');
+    expect(result.status).toBe(0);
+  });
+});
