@@ -11,6 +11,8 @@ export interface ColumnInfo {
   readonly notNull: boolean;
   readonly generated: boolean;
   readonly identityAlways: boolean;
+  /** The column's DEFAULT (or identity) expression, evaluated for new rows that omit it. */
+  readonly defaultExpr: string | null;
 }
 
 export interface UniqueIndexInfo {
@@ -59,10 +61,13 @@ interface RelRow {
 }
 
 async function columnsOf(db: Queryable, oid: number): Promise<ColumnInfo[]> {
-  const rows = await db.query<{ name: string; type: string; not_null: boolean; generated: string; identity: string }>(sql`
+  const rows = await db.query<{ name: string; type: string; not_null: boolean; generated: string; identity: string; default_expr: string | null }>(sql`
     SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
-           a.attgenerated AS generated, a.attidentity AS identity
+           a.attgenerated AS generated, a.attidentity AS identity,
+           CASE WHEN a.attidentity <> '' THEN format('nextval(%L::regclass)', pg_get_serial_sequence(a.attrelid::regclass::text, a.attname))
+                WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END AS default_expr
       FROM pg_attribute a
+      LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
      WHERE a.attrelid = ${oid} AND a.attnum > 0 AND NOT a.attisdropped
      ORDER BY a.attnum`);
   return rows.map((r) => ({
@@ -71,6 +76,7 @@ async function columnsOf(db: Queryable, oid: number): Promise<ColumnInfo[]> {
     notNull: r.not_null,
     generated: r.generated !== '',
     identityAlways: r.identity === 'a',
+    defaultExpr: r.default_expr,
   }));
 }
 

@@ -508,11 +508,12 @@ BEGIN
     FROM sync.table_catalog c
    WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_pk = p_user_pk AND bundle_seq = p_seq);
   IF v_union IS NOT NULL THEN
-    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o) FROM (' || v_union || ') x' INTO v_text USING p_user_pk, p_seq;
+    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)) FROM (' || v_union || ') x'
+      INTO v_text, v_bytes USING p_user_pk, p_seq;
   END IF;
   v_hash := encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
-  SELECT coalesce(sum(sync.row_bytes(b.payload, b.key_bytes)), 0) INTO v_bytes
-    FROM sync.bundle_rows b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq;
+  -- The canonical text is a close estimate of each row's JSON size on the wire.
+  v_bytes := coalesce(v_bytes, 0) + 64 * v_count;
 
   INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
     request_hash, committed_at)

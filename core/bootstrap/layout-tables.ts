@@ -180,15 +180,16 @@ CREATE TABLE sync.snapshot_session_rows (
 
 CREATE SEQUENCE sync.capture_seq AS bigint;
 
+-- No primary key: rows live for one transaction and are only ever read by xact.
 CREATE UNLOGGED TABLE sync.capture_rows (
-  capture_id bigint PRIMARY KEY,
+  capture_id bigint NOT NULL,
   xact bigint NOT NULL,
   table_id smallint NOT NULL,
   key_bytes bytea NOT NULL,
   deleted boolean NOT NULL,
   payload jsonb
 );
-CREATE INDEX capture_rows_xact_idx ON sync.capture_rows (xact, table_id, key_bytes);
+CREATE INDEX capture_rows_xact_idx ON sync.capture_rows (xact);
 
 ${COUNTERS.map((c) => `CREATE SEQUENCE sync.counter_${c} AS bigint;`).join('\n')}
 `;

@@ -196,6 +196,8 @@ export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
     const scope = q(SCOPE_COLUMN);
     const captureInto = 'INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)';
     const overriding = writable.some((c) => c.identityAlways) ? ' OVERRIDING SYSTEM VALUE' : '';
+    // Every attribute in order: DEFAULT expressions for new rows (evaluated only when the key is new).
+    const defaultsRow = `ROW(${info.columns.map((c) => (c.generated || c.name === SCOPE_COLUMN ? 'NULL' : (c.defaultExpr ?? 'NULL'))).join(', ')})::${rel}`;
     const setList = (nonKey.length ? nonKey : [keyCol as ColumnInfo]).map((c) => `${q(c.name)} = EXCLUDED.${q(c.name)}`);
     return {
       tableId,
@@ -214,11 +216,12 @@ export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
       captureKeychangeSql:
         `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
         `FROM lockstep_old o WHERE NOT EXISTS (SELECT 1 FROM lockstep_new n WHERE n.${key} = o.${key} AND n.${scope} = o.${scope})`,
-      // Missing payload columns keep the existing row's values (jsonb_populate_record's base row).
+      // Missing payload columns keep the existing row's values, or take the column defaults on a
+      // new row (jsonb_populate_record's base row).
       upsertSql:
         `INSERT INTO ${rel} AS t (${writable.map((c) => q(c.name)).join(', ')}, ${scope})${overriding} ` +
         `SELECT ${writable.map((c) => `(x.r).${q(c.name)}`).join(', ')}, $2 FROM (` +
-        `SELECT jsonb_populate_record(e, ${inputPayloadExpr(kind, keyColumn, writable)}) AS r ` +
+        `SELECT jsonb_populate_record(coalesce(e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r ` +
         `FROM sync.push_session_rows p LEFT JOIN ${rel} e ON e.${scope} = $2 AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
         `WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
         `ON CONFLICT (${scope}, ${key}) DO UPDATE SET ${setList.join(', ')}`,
