@@ -1,0 +1,155 @@
+/**
+ * HTTP transport of the client: bearer token from the app's provider, the Sync-Source-ID
+ * header, JSON in and out, typed errors, and bounded retries with exponential backoff and full
+ * jitter on network failures, 429 and 5xx, honouring Retry-After.
+ *
+ * Every endpoint is safe to retry: chunks are idempotent for the same chunk, commit answers the
+ * same again, and a repeated create only leaves an unused session that expires. The one 503 that
+ * is not retried here is `commit_outcome_unknown`: the push protocol answers it by starting over
+ * from session create with the frozen bundle (specification rule 2).
+ */
+import { type z } from 'zod';
+
+export interface RetryPolicy {
+  /** Attempts in all, the first included. */
+  readonly maxAttempts: number;
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export const defaultRetryPolicy: RetryPolicy = Object.freeze({ maxAttempts: 6, baseDelayMs: 200, maxDelayMs: 10_000 });
+
+export interface TransportConfig {
+  /** Origin of the sync API, e.g. `https://api.example.com` (no trailing slash). */
+  readonly baseUrl: string;
+  /** The app's credential provider; called before every request, so it may refresh tokens. */
+  readonly getToken: () => string | Promise<string>;
+  readonly retry?: RetryPolicy;
+  readonly fetch?: typeof fetch;
+  /** Random source for jitter, injectable for tests. */
+  readonly random?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+/** A failure answered by the server (`code` from the body) or a transport failure. */
+export class SyncHttpError extends Error {
+  override readonly name = 'SyncHttpError';
+  constructor(
+    /** The server's error code, or `network_error` / `invalid_response`. */
+    readonly code: string,
+    readonly status: number,
+    message: string,
+    readonly body: Record<string, unknown> = {},
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+
+  /** Whether waiting and trying again can succeed. */
+  get retriable(): boolean {
+    if (this.code === 'commit_outcome_unknown') return false;
+    return this.code === 'network_error' || this.status === 429 || this.status >= 500;
+  }
+}
+
+/** Delay before attempt `attempt` (1 = the first retry): full jitter, capped, at least Retry-After. */
+export function backoffDelayMs(policy: RetryPolicy, attempt: number, random: () => number, retryAfterMs?: number): number {
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
+  const jittered = Math.floor(random() * ceiling);
+  return Math.max(jittered, retryAfterMs ?? 0);
+}
+
+function parseRetryAfter(value: string | null): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.min(seconds, 300) * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.min(date - Date.now(), 300_000));
+}
+
+export interface RequestOptions<T> {
+  readonly body?: unknown;
+  readonly query?: Readonly<Record<string, string | number | undefined>>;
+  /** Validates the answer; a mismatch is `invalid_response`. */
+  readonly schema?: z.ZodType<T>;
+  readonly retry?: boolean;
+  readonly signal?: AbortSignal;
+}
+
+export class Transport {
+  private readonly policy: RetryPolicy;
+  private readonly doFetch: typeof fetch;
+  private readonly random: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  /** Round trips the server reported (x-lockstep-round-trips), summed; for diagnostics. */
+  serverRoundTrips = 0;
+  requests = 0;
+
+  constructor(
+    private readonly config: TransportConfig,
+    /** The current source id; read on every request because rotation changes it. */
+    private readonly sourceId: () => string,
+  ) {
+    this.policy = config.retry ?? defaultRetryPolicy;
+    this.doFetch = config.fetch ?? ((input, init) => fetch(input, init));
+    this.random = config.random ?? Math.random;
+    this.sleep = config.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions<T> = {}): Promise<T> {
+    const retry = options.retry ?? true;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.once(method, path, options);
+      } catch (error) {
+        const e = error instanceof SyncHttpError ? error : new SyncHttpError('network_error', 0, String(error));
+        if (!retry || !e.retriable || attempt >= this.policy.maxAttempts || options.signal?.aborted) throw e;
+        await this.sleep(backoffDelayMs(this.policy, attempt, this.random, e.retryAfterMs));
+      }
+    }
+  }
+
+  private async once<T>(method: string, path: string, options: RequestOptions<T>): Promise<T> {
+    const url = new URL(this.config.baseUrl + path);
+    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${await this.config.getToken()}`,
+      'sync-source-id': this.sourceId(),
+    };
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    let response: Response;
+    try {
+      this.requests++;
+      response = await this.doFetch(url, {
+        method,
+        headers,
+        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (error) {
+      throw new SyncHttpError('network_error', 0, `network error: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    this.serverRoundTrips += Number(response.headers.get('x-lockstep-round-trips') ?? 0);
+    const text = await response.text().catch(() => '');
+    let json: unknown = undefined;
+    if (text) {
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+    }
+    if (!response.ok) {
+      const body = (json && typeof json === 'object' ? json : {}) as Record<string, unknown>;
+      const code = typeof body['error'] === 'string' ? body['error'] : `http_${response.status}`;
+      const message = typeof body['message'] === 'string' ? body['message'] : `HTTP ${response.status}`;
+      throw new SyncHttpError(code, response.status, message, body, parseRetryAfter(response.headers.get('retry-after')));
+    }
+    if (response.status === 204 || !options.schema) return json as T;
+    const parsed = options.schema.safeParse(json);
+    if (!parsed.success) {
+      throw new SyncHttpError('invalid_response', response.status, `unexpected answer from ${method} ${path}: ${parsed.error.issues[0]?.message ?? ''}`);
+    }
+    return parsed.data;
+  }
+}

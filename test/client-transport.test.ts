@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { backoffDelayMs, SyncHttpError, Transport, defaultRetryPolicy } from '../client-web/transport.js';
+
+function fakeFetch(answers: Array<() => Response | Promise<Response>>): { fetch: typeof fetch; calls: Request[] } {
+  const calls: Request[] = [];
+  let i = 0;
+  return {
+    calls,
+    fetch: (async (input: RequestInfo | URL, init?: RequestInit) => {
+      calls.push(new Request(input, init));
+      const answer = answers[Math.min(i++, answers.length - 1)] as () => Response;
+      return answer();
+    }) as typeof fetch,
+  };
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) => () =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
+
+describe('client transport', () => {
+  it('computes capped full-jitter backoff that honours Retry-After', () => {
+    const p = { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 1000 };
+    expect(backoffDelayMs(p, 1, () => 0.999)).toBe(99);
+    expect(backoffDelayMs(p, 4, () => 0.5)).toBe(400);
+    expect(backoffDelayMs(p, 10, () => 0.999)).toBe(999);
+    expect(backoffDelayMs(p, 1, () => 0, 2500)).toBe(2500);
+  });
+
+  it('retries 503 and 429 with the server-requested delay, then succeeds', async () => {
+    const f = fakeFetch([json(503, { error: 'service_unavailable', message: 'x' }, { 'retry-after': '2' }), json(429, { error: 'rate_limited', message: 'y' }), json(200, { ok: 1 })]);
+    const slept: number[] = [];
+    const t = new Transport({ baseUrl: 'http://x', getToken: () => 'tok', fetch: f.fetch, random: () => 0, sleep: async (ms) => void slept.push(ms) }, () => 'src-1');
+    expect(await t.request('GET', '/sync/pull')).toEqual({ ok: 1 });
+    expect(slept).toEqual([2000, 0]);
+    expect(f.calls[0]?.headers.get('authorization')).toBe('Bearer tok');
+    expect(f.calls[0]?.headers.get('sync-source-id')).toBe('src-1');
+  });
+
+  it('does not retry commit_outcome_unknown or 4xx, and types the error', async () => {
+    for (const [status, code] of [[503, 'commit_outcome_unknown'], [409, 'push_conflict'], [400, 'invalid_request']] as const) {
+      const f = fakeFetch([json(status, { error: code, message: 'm', conflict: { a: 1 } }), json(200, {})]);
+      const t = new Transport({ baseUrl: 'http://x', getToken: () => 't', fetch: f.fetch, sleep: async () => {} }, () => 's');
+      const error = await t.request('POST', '/sync/push-sessions/x/commit').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncHttpError);
+      expect((error as SyncHttpError).code).toBe(code);
+      expect((error as SyncHttpError).status).toBe(status);
+      expect(f.calls).toHaveLength(1);
+    }
+  });
+
+  it('gives up after maxAttempts on network errors', async () => {
+    let calls = 0;
+    const t = new Transport(
+      { baseUrl: 'http://x', getToken: () => 't', fetch: (async () => { calls++; throw new TypeError('fetch failed'); }) as typeof fetch, sleep: async () => {} },
+      () => 's',
+    );
+    const error = await t.request('GET', '/sync/pull').catch((e: unknown) => e);
+    expect((error as SyncHttpError).code).toBe('network_error');
+    expect(calls).toBe(defaultRetryPolicy.maxAttempts);
+  });
+});
