@@ -11,6 +11,20 @@ const pgProject = (major: 16 | 17) => ({
   },
 });
 
+// Pool-safety proofs (contract §1): the PostgreSQL suites again on 17 with the runtime's pool
+// through PgBouncer in transaction mode, and over the Neon driver (WebSocket) instead of `pg`.
+// See test/support/global-setup.ts and runtimePoolOptions in test/support/server-db.ts.
+// Suites that spawn built bundles or measure performance stay on the direct projects.
+const pooledProject = (name: 'pgbouncer17' | 'neon17') => ({
+  extends: true as const,
+  test: {
+    name,
+    include: ['test/**/*.pg.test.ts'],
+    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts'],
+    globalSetup: ['test/support/global-setup.ts'],
+  },
+});
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -21,6 +35,8 @@ export default defineConfig({
       { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts', 'test/**/*.web.test.ts'] } },
       pgProject(16),
       pgProject(17),
+      pooledProject('pgbouncer17'),
+      pooledProject('neon17'),
       {
         extends: true,
         test: { name: 'web17', include: ['test/**/*.web.test.ts'], globalSetup: ['test/support/global-setup.ts'] },

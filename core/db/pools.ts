@@ -10,7 +10,10 @@ export interface PoolOptions {
   readonly connectionString: string;
   readonly max: number;
   readonly driver: DbDriver;
-  /** Neon driver only: a ws:// proxy (host:port/path) that forwards to plain TCP PostgreSQL. */
+  /**
+   * Neon driver only: a WebSocket-to-TCP proxy (`host:port/path`, no scheme, plain ws) in front of
+   * an ordinary PostgreSQL; the driver appends `?address=<db host>:<db port>`.
+   */
   readonly neonWsProxy?: string;
 }
 
@@ -56,8 +59,9 @@ async function createNeonPool(options: PoolOptions): Promise<PoolLike> {
     neon.neonConfig.webSocketConstructor = ws.default;
   }
   if (options.neonWsProxy) {
-    const proxy = options.neonWsProxy;
-    neon.neonConfig.wsProxy = () => proxy;
+    // A string makes the driver connect to ws://<proxy>?address=<host>:<port>, the address
+    // convention of Neon's wsproxy, so one proxy can front any PostgreSQL host.
+    neon.neonConfig.wsProxy = options.neonWsProxy;
     neon.neonConfig.useSecureWebSocket = false;
     neon.neonConfig.pipelineConnect = false;
     neon.neonConfig.pipelineTLS = false;

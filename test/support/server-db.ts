@@ -1,7 +1,7 @@
 /** Per-file database fixture for server tests: fresh database, app schema, bootstrap. */
 import { inject } from 'vitest';
 import pg from 'pg';
-import { Db, createPool } from '../../core/db/index.js';
+import { Db, createPool, type PoolOptions } from '../../core/db/index.js';
 import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { type RegisteredTableDecl } from '../../core/config.js';
 import { defaultLimits } from '../../core/limits.js';
@@ -9,11 +9,28 @@ import { createDatabase } from './pg-server.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
 
 export interface TestDb {
+  /** Direct URL of the database (admin work, `pg` clients of the test itself). */
   readonly url: string;
+  /** The runtime's pool: direct, through PgBouncer or over the Neon driver (see runtimePoolOptions). */
   readonly db: Db;
   /** Runs SQL as the owner, outside any sync bundle (so the guards apply). */
   exec(text: string, values?: unknown[]): Promise<pg.QueryResult>;
   close(): Promise<void>;
+}
+
+/**
+ * Pool options for the runtime under test: node-postgres straight to the server (pg16, pg17),
+ * through PgBouncer in transaction mode (pgbouncer17), or the Neon driver over a WebSocket
+ * forwarder (neon17). `url` is a direct URL as `createDatabase` returns it.
+ */
+export function runtimePoolOptions(url: string, max: number): PoolOptions {
+  const runtime = inject('pgRuntime') ?? { driver: 'pg' };
+  if (runtime.driver === 'neon') return { connectionString: url, max, driver: 'neon', ...(runtime.neonWsProxy ? { neonWsProxy: runtime.neonWsProxy } : {}) };
+  if (runtime.bouncerPort === undefined) return { connectionString: url, max, driver: 'pg' };
+  const pooled = new URL(url);
+  pooled.hostname = '127.0.0.1';
+  pooled.port = String(runtime.bouncerPort);
+  return { connectionString: pooled.toString(), max, driver: 'pg' };
 }
 
 export async function openTestDb(options: { schemaSql?: string; prefix?: string } = {}): Promise<TestDb> {
@@ -21,7 +38,7 @@ export async function openTestDb(options: { schemaSql?: string; prefix?: string 
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   if (options.schemaSql) await admin.query(options.schemaSql);
-  const pool = await createPool({ connectionString: url, max: 8, driver: 'pg' });
+  const pool = await createPool(runtimePoolOptions(url, 8));
   const db = new Db(pool, { statementTimeoutMs: defaultLimits.statementTimeoutMs, lockTimeoutMs: defaultLimits.lockTimeoutMs });
   return {
     url,
