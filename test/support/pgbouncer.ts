@@ -77,6 +77,7 @@ export async function startPgBouncer(adminUrl: string): Promise<PgBouncer> {
       'max_db_connections = 20',
       'ignore_startup_parameters = extra_float_digits,options',
       'server_check_delay = 0',
+      'stats_period = 1',
       'log_connections = 0',
       'log_disconnections = 0',
       `admin_users = ${user}`,
