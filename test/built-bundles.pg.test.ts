@@ -1,0 +1,213 @@
+/**
+ * The built Lambda bundles, not the TypeScript sources: esbuild output of every function is
+ * imported in a fresh `node` with only environment configuration, as Lambda does, and invoked
+ * with API Gateway HTTP API (v2) events against real PostgreSQL. Also proves a warm container
+ * reuses one bounded pool across invocations (its backends in pg_stat_activity stay the same),
+ * on node-postgres and on the Neon driver (lazily loaded chunks) over a WebSocket forwarder.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BUNDLE_BYTES_MAX, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
+import { openAppDb, type TestDb } from './support/server-db.js';
+import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
+import { APP_TABLES } from './support/schemas.js';
+
+const INVOKER = join(ROOT, 'test', 'support', 'invoke-bundle.mjs');
+const POOL_MAX = 3;
+
+interface Answer {
+  statusCode?: number;
+  headers?: Record<string, string>;
+  json?: any;
+  [key: string]: unknown;
+}
+interface Outcome {
+  importMs: number;
+  steps: Array<{ answer: Answer; backends?: number[] }>;
+}
+type Step = { event: unknown } | { args?: unknown[]; remainingMs?: number };
+
+/** An API Gateway HTTP API payload v2 event, as the JWT authorizer hands it to the function. */
+function httpEvent(method: string, pathAndQuery: string, options: { sub?: string; body?: unknown; source?: string } = {}): unknown {
+  const url = new URL(pathAndQuery, 'https://api.example.test');
+  const query = Object.fromEntries(url.searchParams);
+  const headers: Record<string, string> = { host: 'api.example.test', 'sync-source-id': options.source ?? 'src-1' };
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  return {
+    version: '2.0',
+    routeKey: `${method} ${url.pathname}`,
+    rawPath: url.pathname,
+    rawQueryString: url.search.slice(1),
+    headers,
+    ...(Object.keys(query).length ? { queryStringParameters: query } : {}),
+    requestContext: {
+      accountId: '123456789012',
+      apiId: 'test',
+      domainName: 'api.example.test',
+      domainPrefix: 'api',
+      http: { method, path: url.pathname, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'vitest' },
+      requestId: `req-${Math.random().toString(36).slice(2)}`,
+      routeKey: `${method} ${url.pathname}`,
+      stage: '$default',
+      time: new Date().toUTCString(),
+      timeEpoch: Date.now(),
+      ...(options.sub ? { authorizer: { jwt: { claims: { sub: options.sub, iss: 'https://issuer.test/' }, scopes: [] } } } : {}),
+    },
+    ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+    isBase64Encoded: false,
+  };
+}
+
+describe('built bundles', () => {
+  let outDir: string;
+  let reports: Map<FunctionName, BundleReport>;
+  let t: TestDb;
+  let forwarder: WsForwarder;
+  let database: string;
+
+  beforeAll(async () => {
+    outDir = mkdtempSync(join(tmpdir(), 'lockstep-dist-'));
+    [reports, t, forwarder] = await Promise.all([
+      buildFunctions(outDir).then((list) => new Map(list.map((r) => [r.name, r]))),
+      openAppDb(),
+      startWsForwarder(),
+    ]);
+    database = new URL(t.url).pathname.slice(1);
+  });
+  afterAll(async () => {
+    await forwarder?.close();
+    await t?.close();
+    if (outDir) rmSync(outDir, { recursive: true, force: true });
+  });
+
+  /** Runs `steps` against one bundle in one fresh node process (one warm container). */
+  async function invoke(name: FunctionName, steps: Step[], options: { driver?: 'pg' | 'neon'; tag?: string } = {}): Promise<Outcome> {
+    const applicationName = `lockstep-${name}-${options.tag ?? 'pg'}`;
+    const url = new URL(t.url);
+    url.searchParams.set('application_name', applicationName);
+    const driver = options.driver ?? 'pg';
+    const env: Record<string, string> = {
+      PATH: process.env['PATH'] ?? '',
+      AWS_LAMBDA_FUNCTION_NAME: `lockstep-${name}`,
+      DATABASE_URL: url.toString(),
+      SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(','),
+      SYNC_APP_NAME: 'lockstep-bundle-test',
+      SYNC_DB_DRIVER: driver,
+      SYNC_DB_POOL_MAX: String(POOL_MAX),
+      ...(driver === 'neon' ? { SYNC_NEON_WS_PROXY: forwarder.proxy } : {}),
+    };
+    const plan = { bundle: join(outDir, name, 'index.mjs'), steps, backends: { adminUrl: t.url, database, applicationName } };
+    const child = spawn(process.execPath, [INVOKER, JSON.stringify(plan)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    if (code !== 0 || !line) throw new Error(`${name} bundle process exited ${code}\n${stdout}\n${stderr}`);
+    return JSON.parse(line.slice('RESULT '.length)) as Outcome;
+  }
+
+  it('builds every function within its size budget', () => {
+    expect([...reports.keys()]).toEqual(['connect', 'push', 'pull', 'snapshot', 'meta', 'bootstrap', 'maintenance']);
+    for (const r of reports.values()) {
+      expect(r.loadedBytes.neon, r.name).toBeLessThanOrEqual(BUNDLE_BYTES_MAX);
+      expect(r.loadedBytes.pg, r.name).toBeLessThanOrEqual(BUNDLE_BYTES_MAX);
+    }
+  });
+
+  it('meta: health and status without auth, capabilities with it', async () => {
+    const out = await invoke('meta', [
+      { event: httpEvent('GET', '/syncx/health') },
+      { event: httpEvent('GET', '/syncx/status') },
+      { event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) },
+      { event: httpEvent('GET', '/sync/capabilities') },
+    ]);
+    const [health, status, caps, anonymous] = out.steps.map((s) => s.answer);
+    expect(health?.statusCode, JSON.stringify(health)).toBe(200);
+    expect(health?.json.status).toBe('healthy');
+    expect(status?.statusCode, JSON.stringify(status)).toBe(200);
+    expect(caps?.statusCode, JSON.stringify(caps)).toBe(200);
+    expect([...(caps?.json.registered_tables as string[])].sort()).toEqual(['app.items', 'app.kinds', 'app.lists']);
+    expect(anonymous?.statusCode).toBe(401);
+    expect(anonymous?.json.error).toBe('authentication_failed');
+  });
+
+  it('connect, push, pull, snapshot: a whole sync round through four bundles', async () => {
+    const connect = await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: 'alice', body: { has_local_pending_rows: false } }) }]);
+    expect(connect.steps[0]?.answer.statusCode, JSON.stringify(connect.steps[0]?.answer)).toBe(200);
+    expect(connect.steps[0]?.answer.json.resolution).toBe('initialize_empty');
+
+    const listId = '11111111-1111-4111-8111-111111111111';
+    const create = await invoke('push', [{ event: httpEvent('POST', '/sync/push-sessions', { sub: 'alice', body: { source_bundle_id: 1, planned_row_count: 1 } }) }]);
+    const session = create.steps[0]?.answer;
+    expect(session?.statusCode, JSON.stringify(session)).toBe(200);
+    const pushId = session?.json.push_id as string;
+    const push = await invoke('push', [
+      {
+        event: httpEvent('POST', `/sync/push-sessions/${pushId}/chunks`, {
+          sub: 'alice',
+          body: { start_row_ordinal: 0, rows: [{ schema: 'app', table: 'lists', key: { id: listId }, op: 'INSERT', base_row_version: 0, payload: { id: listId, title: 'bundled', position: 1 } }] },
+        }),
+      },
+      { event: httpEvent('POST', `/sync/push-sessions/${pushId}/commit`, { sub: 'alice' }) },
+      { event: httpEvent('GET', '/sync/committed-bundles/1/rows', { sub: 'alice' }) },
+    ]);
+    const [chunk, commit, rows] = push.steps.map((s) => s.answer);
+    expect(chunk?.statusCode, JSON.stringify(chunk)).toBe(200);
+    expect(commit?.statusCode, JSON.stringify(commit)).toBe(200);
+    expect(commit?.json.bundle_seq).toBe(1);
+    expect(rows?.statusCode, JSON.stringify(rows)).toBe(200);
+
+    const pull = await invoke('pull', [
+      { event: httpEvent('GET', '/sync/pull?after_bundle_seq=0', { sub: 'alice' }) },
+      { event: httpEvent('GET', '/sync/watch?after_bundle_seq=0&wait_seconds=1', { sub: 'alice' }) },
+    ]);
+    const [pulled, watched] = pull.steps.map((s) => s.answer);
+    expect(pulled?.statusCode, JSON.stringify(pulled)).toBe(200);
+    expect(pulled?.json.bundles).toHaveLength(1);
+    expect(watched?.json).toMatchObject({ changed: true, latest_bundle_seq: 1 });
+
+    const snap = await invoke('snapshot', [{ event: httpEvent('POST', '/sync/snapshot-sessions', { sub: 'alice', body: {} }) }]);
+    const created = snap.steps[0]?.answer;
+    expect(created?.statusCode, JSON.stringify(created)).toBe(200);
+    const snapshotId = created?.json.snapshot_id as string;
+    const pages = await invoke('snapshot', [
+      { event: httpEvent('GET', `/sync/snapshot-sessions/${snapshotId}`, { sub: 'alice' }) },
+      { event: httpEvent('DELETE', `/sync/snapshot-sessions/${snapshotId}`, { sub: 'alice' }) },
+    ]);
+    expect(pages.steps[0]?.answer.statusCode, JSON.stringify(pages.steps[0]?.answer)).toBe(200);
+    expect(JSON.stringify(pages.steps[0]?.answer.json)).toContain('bundled');
+    expect(pages.steps[1]?.answer.statusCode).toBe(204);
+  });
+
+  it('bootstrap revalidates the ready layout; maintenance runs within its time budget', async () => {
+    const boot = await invoke('bootstrap', [{ args: [] }]);
+    expect(boot.steps[0]?.answer).toMatchObject({ ok: true, created: false });
+    expect(boot.steps[0]?.answer['registered_tables']).toHaveLength(3);
+    const maint = await invoke('maintenance', [{ args: [{}], remainingMs: 30_000 }]);
+    expect(maint.steps[0]?.answer).toMatchObject({ finished: true });
+  });
+
+  for (const driver of ['pg', 'neon'] as const) {
+    it(`a warm container reuses one bounded pool across invocations (${driver} driver)`, async () => {
+      const user = `reuse-${driver}`;
+      const steps: Step[] = [];
+      for (let i = 0; i < 6; i++) steps.push({ event: httpEvent('POST', '/sync/connect', { sub: user, source: 'src-reuse', body: { has_local_pending_rows: false } }) });
+      const viaForwarder = forwarder.connections();
+      const out = await invoke('connect', steps, { driver, tag: `reuse-${driver}` });
+      // The Neon driver (a lazily loaded chunk of the bundle) really spoke WebSocket.
+      if (driver === 'neon') expect(forwarder.connections()).toBeGreaterThan(viaForwarder);
+      else expect(forwarder.connections()).toBe(viaForwarder);
+      for (const s of out.steps) expect(s.answer.statusCode, JSON.stringify(s.answer)).toBe(200);
+      const [first, ...rest] = out.steps.map((s) => s.backends ?? []);
+      expect(first?.length).toBeGreaterThanOrEqual(1);
+      expect(first?.length).toBeLessThanOrEqual(POOL_MAX);
+      // The same server backends serve every later invocation: no new connection per request.
+      for (const pids of rest) expect(pids).toEqual(first);
+    });
+  }
+});

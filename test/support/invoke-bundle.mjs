@@ -1,0 +1,48 @@
+// Runs in a fresh `node` (plain JavaScript: no TypeScript loader, like Lambda): imports one
+// built bundle, invokes its `handler` once per step in the same process (warm invocations), and
+// after each step records which server backends serve the bundle's pool (pg_stat_activity rows
+// with the bundle's application_name). Prints one line: RESULT <json>.
+//
+// argv[2]: {bundle, steps: [{event} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+import { pathToFileURL } from 'node:url';
+
+const plan = JSON.parse(process.argv[2] ?? '{}');
+const importStarted = performance.now();
+const mod = await import(pathToFileURL(plan.bundle).href);
+const importMs = performance.now() - importStarted;
+
+let admin;
+if (plan.backends) {
+  const { default: pg } = await import('pg');
+  admin = new pg.Client({ connectionString: plan.backends.adminUrl, application_name: 'lockstep-bundle-observer' });
+  await admin.connect();
+}
+
+async function backendPids() {
+  if (!admin) return undefined;
+  const { rows } = await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = $2 ORDER BY pid', [
+    plan.backends.database,
+    plan.backends.applicationName,
+  ]);
+  return rows.map((r) => r.pid);
+}
+
+const steps = [];
+for (const step of plan.steps) {
+  let answer;
+  if (step.event) {
+    answer = await mod.handler(step.event);
+  } else {
+    const context = step.remainingMs === undefined ? undefined : { getRemainingTimeInMillis: () => step.remainingMs };
+    answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));
+  }
+  if (answer && typeof answer.body === 'string' && answer.headers?.['content-type'] === 'application/json') {
+    answer = { ...answer, json: JSON.parse(answer.body) };
+  }
+  steps.push({ answer, backends: await backendPids() });
+}
+
+await admin?.end();
+process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`);
+// The handler's pool keeps idle connections open for warm invocations; a test process ends here.
+process.exit(0);
