@@ -569,6 +569,15 @@ BEGIN
   SELECT bundle_seq INTO v_existing FROM sync.bundle_log
    WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
   IF FOUND THEN
+    -- Another session of the same (source, source_bundle_id) committed first. With other rows
+    -- (a different request_hash) this session's rows were never applied: answering "committed"
+    -- would make the client drop them, so it is the same mismatch push-session create reports.
+    IF v_ps.request_hash IS NOT NULL AND EXISTS (SELECT 1 FROM sync.bundle_log WHERE user_pk = v_ps.user_pk
+         AND bundle_seq = v_existing AND request_hash IS NOT NULL AND request_hash <> v_ps.request_hash) THEN
+      RETURN sync.err('push_request_mismatch', format(
+        'source bundle %s of source %s was committed by another session with a different request_hash',
+        v_ps.source_bundle_id, v_ps.source_id));
+    END IF;
     UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
     DELETE FROM sync.push_session_rows WHERE push_id = p_push;
     RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_existing);

@@ -29,6 +29,18 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 const SCOPE_COLUMN = '_sync_scope_id';
 const MAX_PROBLEMS = 20;
 
+/**
+ * PostgreSQL text and jsonb cannot hold U+0000, so a NUL anywhere in a key, a column name or a
+ * value would fail the staging statement itself (22P05) and surface as a 500. It is the
+ * client's input, so it is refused here as invalid_request.
+ */
+function containsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (Array.isArray(value)) return value.some(containsNul);
+  if (value !== null && typeof value === 'object') return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v));
+  return false;
+}
+
 function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
@@ -42,6 +54,7 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
   const [keyColumn, keyValue] = Object.entries(row.key)[0] as [string, string];
   if (keyColumn !== table.keyColumn) add(`key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
   else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
+  else if (containsNul(keyValue)) add(`key.${keyColumn}`, 'a key cannot contain U+0000');
 
   const payload = row.payload ?? null;
   if (row.op === 'DELETE') {
@@ -60,6 +73,10 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
         continue;
       }
       if (value === null) continue;
+      if (containsNul(value)) {
+        add(`payload.${name}`, 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)');
+        continue;
+      }
       if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
       else if (column.category === 'bytea' && (typeof value !== 'string' || !BASE64.test(value))) {
         add(`payload.${name}`, 'bytea values are standard base64 strings');
