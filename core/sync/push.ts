@@ -65,17 +65,49 @@ function certainlyRolledBack(error: unknown): boolean {
   return !code.startsWith('08') && !code.startsWith('57P');
 }
 
-/** Best-effort key of a violation from PostgreSQL's "Key (cols)=(vals)" detail, scope removed. */
-function violationKey(ctx: SyncContext, schema: string | null, table: string | null, detail: unknown): Record<string, string> | null {
+/**
+ * Best-effort sync key of the pushed row that broke a constraint, found after the fact on the
+ * rejection path only (one extra round trip; the session's staged rows are still there).
+ * PostgreSQL names the offending row only indirectly:
+ * - unique and foreign-key violations: `Key (cols)=(vals) already exists | is not present …` —
+ *   the key itself when those columns are the sync key, else the first staged row of that table
+ *   whose payload carries those values;
+ * - check and not-null violations: `Failing row contains (v1, v2, …)` — the first staged row of
+ *   that table whose key appears as one of the listed values.
+ * Data exceptions (22xxx) carry no table, so their key stays null.
+ */
+async function violationKey(ctx: SyncContext, pushId: string, schema: string | null, table: string | null, detail: unknown): Promise<Record<string, string> | null> {
   if (typeof detail !== 'string' || !schema || !table) return null;
-  const match = /^Key \((.+?)\)=\((.+?)\) (?:already exists|is not present)/.exec(detail);
   const entry = ctx.catalog.byName(schema, table);
-  if (!match || !entry) return null;
-  const columns = (match[1] as string).split(', ');
-  const values = (match[2] as string).split(', ');
-  if (columns.length !== values.length) return null;
-  const visible = columns.map((c, i) => [c, values[i] as string] as const).filter(([c]) => c !== '_sync_scope_id');
-  if (visible.length === 1 && visible[0]?.[0] === entry.keyColumn) return { [entry.keyColumn]: visible[0][1] };
+  if (!entry) return null;
+  const keyed = /^Key \((.+?)\)=\((.*)\) (?:already exists|is not present in table)/s.exec(detail);
+  if (keyed) {
+    const columns = (keyed[1] as string).split(', ');
+    const values = (keyed[2] as string).split(', ');
+    if (columns.length !== values.length) return null;
+    const visible = columns.map((c, i) => [c, values[i] as string] as const).filter(([c]) => c !== '_sync_scope_id');
+    if (visible.length === 1 && visible[0]?.[0] === entry.keyColumn) return { [entry.keyColumn]: visible[0][1] };
+    if (visible.length === 0) return null;
+    const [row] = await ctx.db.query<{ key: string }>(sql`
+      SELECT sync.key_text(c.key_kind, p.key_bytes) AS key
+        FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
+       WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
+         AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(visible))}::jsonb) v
+                          WHERE (p.payload->>v.key) IS DISTINCT FROM v.value)
+       ORDER BY p.row_ordinal LIMIT 1`);
+    return row ? { [entry.keyColumn]: row.key } : null;
+  }
+  const failing = /^Failing row contains \((.*)\)\.?$/s.exec(detail);
+  if (failing) {
+    const tuple = `, ${failing[1] as string},`;
+    const [row] = await ctx.db.query<{ key: string }>(sql`
+      SELECT k.key FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
+       CROSS JOIN LATERAL (SELECT sync.key_text(c.key_kind, p.key_bytes) AS key) k
+       WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
+         AND strpos(${tuple}, ', ' || k.key || ',') > 0
+       ORDER BY p.row_ordinal LIMIT 1`);
+    return row ? { [entry.keyColumn]: row.key } : null;
+  }
   return null;
 }
 
@@ -104,7 +136,8 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   }
   if (body['error'] === 'push_rejected') {
     const v = body['violation'] as Omit<Violation, 'key'>;
-    return { kind: 'rejected', message: String(body['message']), violation: { ...v, key: violationKey(ctx, v.schema, v.table, body['_detail']) } };
+    const key = await violationKey(ctx, pushId, v.schema, v.table, body['_detail']);
+    return { kind: 'rejected', message: String(body['message']), violation: { ...v, key } };
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
