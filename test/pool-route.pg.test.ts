@@ -44,4 +44,23 @@ describe(`runtime pool route (${runtime.driver}${runtime.bouncerPort ? ' via PgB
       await admin.end();
     }
   });
+
+  it.runIf(runtime.bouncerPort !== undefined)('hands consecutive statements of one client to different backends', async () => {
+    // One client connection to PgBouncer, as a Lambda container holds; warm several server
+    // connections first, then watch which backend serves each autocommit statement.
+    const client = await t.db.pool.connect();
+    try {
+      await Promise.all([1, 2, 3].map(() => t.db.query(sql`SELECT pg_sleep(0.05)`)));
+      const pids = new Set<number>();
+      for (let i = 0; i < 6; i++) {
+        const result = await client.query('SELECT pg_backend_pid() AS pid');
+        const rows = Array.isArray(result) ? [] : result.rows;
+        pids.add(Number(rows[0]?.['pid']));
+      }
+      // So any session state (SET, session advisory locks, named statements) would be lost.
+      expect(pids.size).toBeGreaterThan(1);
+    } finally {
+      client.release();
+    }
+  });
 });

@@ -76,8 +76,10 @@ export async function startPgBouncer(adminUrl: string): Promise<PgBouncer> {
       'default_pool_size = 10',
       'max_db_connections = 20',
       'ignore_startup_parameters = extra_float_digits,options',
-      'server_check_delay = 0',
       'stats_period = 1',
+      // Hand each transaction the longest-idle server connection rather than the last one, so
+      // consecutive transactions of one client really land on different backends.
+      'server_round_robin = 1',
       'log_connections = 0',
       'log_disconnections = 0',
       `admin_users = ${user}`,
