@@ -36,7 +36,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
     stops.unshift(() => bouncer.stop());
     runtime = { driver: 'pg', bouncerPort: bouncer.port };
   } else if (project.name.startsWith('neon')) {
-    const forwarder = await startWsForwarder();
+    const target = new URL(server.adminUrl);
+    const forwarder = await startWsForwarder({ allow: [`${target.hostname}:${target.port || '5432'}`] });
     stops.unshift(() => forwarder.close());
     runtime = { driver: 'neon', neonWsProxy: forwarder.proxy };
   }

@@ -1,6 +1,6 @@
 /**
  * A local stand-in for Neon's WebSocket proxy: each WebSocket connection opens one TCP socket to
- * the PostgreSQL named by `?address=host:port` (loopback only) and pipes bytes both ways, so
+ * the PostgreSQL named by `?address=host:port` and pipes bytes both ways, so
  * `@neondatabase/serverless` can talk to the embedded server exactly as it talks to Neon.
  */
 import { connect, type Socket } from 'node:net';
@@ -40,18 +40,23 @@ function pipe(ws: WebSocket, socket: Socket): void {
   ws.on('error', () => socket.destroy());
 }
 
-export async function startWsForwarder(): Promise<WsForwarder> {
+/**
+ * Starts the forwarder on a free loopback port. It connects only to loopback addresses and to
+ * the `host:port` pairs in `allow` (an external `DATABASE_URL` server), never anywhere else.
+ */
+export async function startWsForwarder(options: { allow?: readonly string[] } = {}): Promise<WsForwarder> {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   let accepted = 0;
   server.on('connection', (ws, req) => {
     const address = new URL(req.url ?? '/', 'http://localhost').searchParams.get('address') ?? '';
-    const match = /^(127\.0\.0\.1|localhost):(\d{1,5})$/.exec(address);
-    if (!match) {
-      ws.close(1008, 'address must be a loopback host:port');
+    const match = /^(.+):(\d{1,5})$/.exec(address);
+    const host = match?.[1] === 'localhost' ? '127.0.0.1' : match?.[1];
+    if (!match || !host || !(host === '127.0.0.1' || options.allow?.includes(address))) {
+      ws.close(1008, 'address must be a loopback or allowed host:port');
       return;
     }
     accepted++;
-    pipe(ws, connect(Number(match[2]), '127.0.0.1'));
+    pipe(ws, connect(Number(match[2]), host));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
