@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { BUNDLE_BYTES_MAX, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
+import { BUNDLE_BYTES_MAX, INIT_MS_MAX, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
 import { APP_TABLES } from './support/schemas.js';
@@ -108,7 +108,11 @@ describe('built bundles', () => {
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     if (code !== 0 || !line) throw new Error(`${name} bundle process exited ${code}\n${stdout}\n${stderr}`);
-    return JSON.parse(line.slice('RESULT '.length)) as Outcome;
+    const outcome = JSON.parse(line.slice('RESULT '.length)) as Outcome;
+    // `npm run build` enforces the strict init budget on an idle machine; under a loaded test run
+    // this only catches gross regressions (say, work or I/O at import time).
+    expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_MAX * 5);
+    return outcome;
   }
 
   it('builds every function within its size budget', () => {
