@@ -8,7 +8,12 @@ import { bootstrap } from '../core/bootstrap/bootstrap.js';
 
 async function main(): Promise<number> {
   const config = loadConfig();
-  const pool = await createPool({ connectionString: config.databaseUrl, max: 2, driver: config.dbDriver });
+  const pool = await createPool({
+    connectionString: config.databaseUrl,
+    max: 2,
+    driver: config.dbDriver,
+    ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
+  });
   const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
   try {
     const result = await bootstrap(db, { tables: config.tables, maxSchemaVersion: config.maxSchemaVersion });

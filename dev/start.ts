@@ -39,7 +39,12 @@ async function main(): Promise<void> {
     console.warn('lockstep: SYNC_JWT_SECRET is not set; using a development secret and enabling POST /dev/token');
   }
   const config = loadConfig(env);
-  const pool = await createPool({ connectionString: config.databaseUrl, max: config.dbPoolMax, driver: config.dbDriver });
+  const pool = await createPool({
+    connectionString: config.databaseUrl,
+    max: config.dbPoolMax,
+    driver: config.dbDriver,
+    ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
+  });
   const runtime = createRuntime(config, pool);
   const result = await bootstrap(runtime.db, { tables: config.tables, maxSchemaVersion: config.maxSchemaVersion });
   console.log(`lockstep: bootstrap ${result.created ? `created the sync layout (adopted ${result.adoptedRows} rows)` : 'verified the existing sync layout'}`);
