@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import YAML, { type CollectionTag, type ScalarTag, type Tags } from 'yaml';
-import { functionRoutes } from '../functions/index.js';
+import { functionRoutes, type Route } from '../functions/index.js';
 import { defaultLimits } from '../core/limits.js';
 import { FUNCTION_NAMES, ROOT } from '../infra/build.js';
 
@@ -37,9 +37,9 @@ interface Template {
 const template = YAML.parse(readFileSync(TEMPLATE, 'utf8'), { customTags: cfnTags }) as Template;
 
 /** Function resources by the build output they ship (CodeUri ../dist/functions/<name>). */
-function functionsByName(): Map<string, { id: string; props: Record<string, any> }> {
+function functionsByName(t: Template = template): Map<string, { id: string; props: Record<string, any> }> {
   const out = new Map<string, { id: string; props: Record<string, any> }>();
-  for (const [id, r] of Object.entries(template.Resources)) {
+  for (const [id, r] of Object.entries(t.Resources)) {
     if (r.Type !== 'AWS::Serverless::Function') continue;
     const match = /^\.\.\/dist\/functions\/([a-z-]+)$/.exec(String(r.Properties?.['CodeUri']));
     expect(match, `${id}: CodeUri must be ../dist/functions/<name>`).not.toBeNull();
@@ -53,19 +53,44 @@ interface TemplateRoute {
   readonly method: string;
   readonly path: string;
   readonly auth: boolean;
+  /** The logical id of the HttpApi the event attaches to. */
+  readonly api: unknown;
 }
 
-function templateRoutes(): TemplateRoute[] {
+function templateRoutes(t: Template = template): TemplateRoute[] {
   const routes: TemplateRoute[] = [];
-  for (const [fn, { props }] of functionsByName()) {
+  for (const [fn, { props }] of functionsByName(t)) {
     for (const event of Object.values<any>(props['Events'] ?? {})) {
       if (event.Type !== 'HttpApi') continue;
       const p = event.Properties;
-      expect(p.ApiId).toEqual({ Ref: 'SyncApi' });
-      routes.push({ fn, method: p.Method, path: p.Path, auth: p.Auth?.Authorizer !== 'NONE' });
+      routes.push({ fn, method: p.Method, path: p.Path, auth: p.Auth?.Authorizer !== 'NONE', api: p.ApiId?.Ref });
     }
   }
   return routes;
+}
+
+/**
+ * Every disagreement between the template's HttpApi events and the handlers' `routes`: a
+ * template route no handler serves (or served by another function), a handler route missing
+ * from the template or listed twice, and auth that differs.
+ */
+function routeProblems(t: Template, handlers: Readonly<Record<string, readonly Route[]>>): string[] {
+  const problems: string[] = [];
+  const routes = templateRoutes(t);
+  for (const r of routes) {
+    if (r.api !== 'SyncApi') problems.push(`${r.method} ${r.path}: not on SyncApi`);
+    const served = handlers[r.fn]?.find((h) => h.method === r.method && h.path === r.path);
+    if (!served) problems.push(`${r.method} ${r.path}: function ${r.fn} does not serve it`);
+    else if (served.auth !== r.auth) problems.push(`${r.method} ${r.path}: template auth ${r.auth}, route.auth ${served.auth}`);
+  }
+  for (const [fn, handlerRoutes] of Object.entries(handlers)) {
+    for (const h of handlerRoutes) {
+      const listed = routes.filter((r) => r.method === h.method && r.path === h.path);
+      if (listed.length === 0) problems.push(`${h.method} ${h.path} (${fn}): missing from the template`);
+      else if (listed.length > 1 || listed[0]?.fn !== fn) problems.push(`${h.method} ${h.path} (${fn}): in the template as ${listed.map((r) => r.fn).join(', ')}`);
+    }
+  }
+  return problems;
 }
 
 describe('infra/template.yaml', () => {
@@ -77,27 +102,34 @@ describe('infra/template.yaml', () => {
     expect(globals['Runtime']).toMatch(/^nodejs(2[0-9])\.x$/);
   });
 
-  it('routes every HttpApi event to a handler that serves it, with the same auth', () => {
-    const routes = templateRoutes();
-    expect(routes.length).toBeGreaterThan(0);
-    for (const r of routes) {
-      const handlerRoutes = functionRoutes[r.fn];
-      expect(handlerRoutes, `${r.method} ${r.path} goes to ${r.fn}, which serves no HTTP routes`).toBeDefined();
-      const served = handlerRoutes?.find((h) => h.method === r.method && h.path === r.path);
-      expect(served, `${r.fn} does not serve ${r.method} ${r.path}`).toBeDefined();
-      expect(r.auth, `${r.method} ${r.path}: template auth ≠ route.auth`).toBe(served?.auth);
-    }
+  it('routes exactly the handlers\' routes (method, path, auth) to their own functions', () => {
+    expect(templateRoutes().length).toBe(Object.values(functionRoutes).flat().length);
+    expect(routeProblems(template, functionRoutes)).toEqual([]);
   });
 
-  it('has every handler route in the template, on its own function', () => {
-    const routes = templateRoutes();
-    for (const [fn, handlerRoutes] of Object.entries(functionRoutes)) {
-      for (const h of handlerRoutes) {
-        expect(routes.filter((r) => r.method === h.method && r.path === h.path), `${h.method} ${h.path}`).toEqual([
-          { fn, method: h.method, path: h.path, auth: h.auth },
-        ]);
-      }
-    }
+  it('notices drift: a missing route, flipped auth, a route on the wrong function, an unserved path', () => {
+    const copy = (): Template => structuredClone(template);
+    const events = (t: Template, id: string): Record<string, any> => t.Resources[id]?.Properties?.['Events'];
+
+    const missing = copy();
+    delete events(missing, 'PullFunction')['Watch'];
+    expect(routeProblems(missing, functionRoutes)).toEqual(['GET /sync/watch (pull): missing from the template']);
+
+    const open = copy();
+    events(open, 'MetaFunction')['Capabilities'].Properties.Auth = { Authorizer: 'NONE' };
+    expect(routeProblems(open, functionRoutes)).toEqual(['GET /sync/capabilities: template auth false, route.auth true']);
+
+    const moved = copy();
+    events(moved, 'ConnectFunction')['Pull'] = events(moved, 'PullFunction')['Pull'];
+    delete events(moved, 'PullFunction')['Pull'];
+    expect(routeProblems(moved, functionRoutes)).toEqual([
+      'GET /sync/pull: function connect does not serve it',
+      'GET /sync/pull (pull): in the template as connect',
+    ]);
+
+    const extra = copy();
+    events(extra, 'PushFunction')['Bogus'] = { Type: 'HttpApi', Properties: { ApiId: { Ref: 'SyncApi' }, Method: 'PUT', Path: '/sync/push-sessions' } };
+    expect(routeProblems(extra, functionRoutes)).toEqual(['PUT /sync/push-sessions: function push does not serve it']);
   });
 
   it('protects /sync/* with the JWT authorizer by default and leaves only /syncx/* open', () => {
