@@ -4,6 +4,7 @@
  * server-originated writes as bundles.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/server-write.js';
 import { startTestServer, type ApiClient, type TestServer } from './support/server.js';
@@ -127,7 +128,7 @@ describe('write path: commit outcomes', () => {
     async function rejected(rows: PushRow[]): Promise<any> {
       const before = await state('c-reject');
       const answer = await push(c, rows, { sourceBundleId: sbid });
-      expect(answer.status, `${JSON.stringify(rows.map((r) => r.payload))}: ${JSON.stringify(answer.body)}`).toBe(422);
+      expect(answer.status, `${JSON.stringify(rows.map((r) => r.payload)).slice(0, 200)}: ${JSON.stringify(answer.body).slice(0, 300)}`).toBe(422);
       expectStatus(answer, 422, 'push_rejected');
       expect(answer.body.message).toMatch(/business constraint/);
       expect(await state('c-reject')).toEqual(before);
@@ -183,11 +184,37 @@ describe('write path: commit outcomes', () => {
       expect(badFk.sqlstate).toBe('22P02');
     });
 
+    it('a value too large for a business index', async () => {
+      // Incompressible text beyond btree's ~2.7 kB row limit in the (scope, label) unique index.
+      const label = randomBytes(6000).toString('base64');
+      const v = await rejected([{ schema: 'app', table: 'kinds', key: { code: 'wide' }, op: 'INSERT', base_row_version: 0, payload: { label } }]);
+      expect(v).toMatchObject({ sqlstate: '54000', schema: 'app', table: 'kinds' });
+    });
+
     it('after the rejections the same source_bundle_id still commits', async () => {
       const ok = await pushOk(c, [item(uuid(), listId, 'finally')], { sourceBundleId: sbid });
       expect(ok.bundle_seq).toBe(seeded.bundle_seq + 1);
       sbid++;
     });
+  });
+
+  it('scopes are isolated: the same key in two users is two rows; a foreign key cannot reach another user', async () => {
+    const a = await user('c-iso-a');
+    const b = await user('c-iso-b');
+    const id = uuid();
+    await pushOk(a, [list(id, 'of a')], { sourceBundleId: 1 });
+    await pushOk(b, [list(id, 'of b')], { sourceBundleId: 1 });
+    const titles = await s.t.exec(`SELECT _sync_scope_id AS scope, title FROM app.lists WHERE id = $1 ORDER BY 1`, [id]);
+    expect(titles.rows).toEqual([{ scope: 'c-iso-a', title: 'of a' }, { scope: 'c-iso-b', title: 'of b' }]);
+    const other = uuid();
+    await pushOk(a, [list(other, 'only a')], { sourceBundleId: 2 });
+    const reach = await push(b, [item(uuid(), other, 'reaching')], { sourceBundleId: 2 });
+    expectStatus(reach, 422, 'push_rejected');
+    expect(reach.body.violation.sqlstate).toBe('23503');
+    // A's list as B sees it in a conflict: B never saw it, so B's view is its own row only.
+    const stale = await push(b, [list(id, 'b again', 5)], { sourceBundleId: 2 });
+    expectStatus(stale, 409, 'push_conflict');
+    expect(stale.body.conflict.server_row).toEqual({ id, title: 'of b', position: null });
   });
 
   it('a cascade delete lands in the same bundle as DELETE rows, counted in row_count', async () => {

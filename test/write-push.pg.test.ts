@@ -3,6 +3,7 @@
  * its HTTP status and body (contract §5, §6), plus the hashes recomputed on the client side.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import { startTestServer, type ApiClient, type TestServer } from './support/server.js';
 import {
   bundleHash,
@@ -113,10 +114,14 @@ describe('write path: push sessions', () => {
       ['base64 of wrong length', item(id, uuid(), 'b', 0, { attachment: 'AAE' }), 'payload.attachment'],
       ['lossy bigint', { schema: 'app', table: 'kinds', key: { code: 'k' }, op: 'INSERT', base_row_version: 0, payload: { big: 2 ** 62 } }, 'payload.big'],
       ['NUL in text', list(id, 'a\u0000b'), 'payload.title'],
+      ['NUL in a jsonb value', { schema: 'app', table: 'kinds', key: { code: 'k' }, op: 'INSERT', base_row_version: 0, payload: { meta: { a: ['\u0000'] } } }, 'payload.meta'],
+      ['NUL in a text key', { schema: 'app', table: 'kinds', key: { code: 'k\u0000' }, op: 'INSERT', base_row_version: 0, payload: {} }, 'key.code'],
+      // Keys live in btree indexes (business primary key, row_state), whose rows stop near 2.7 kB.
+      ['a text key too long for an index', { schema: 'app', table: 'kinds', key: { code: randomBytes(3000).toString('base64') }, op: 'INSERT', base_row_version: 0, payload: {} }, 'key.code'],
     ];
     for (const [what, row, path] of cases) {
       const answer = await c.post(url, { start_row_ordinal: 0, rows: [row] });
-      expect(answer.status, `${what}: ${JSON.stringify(answer.body)}`).toBe(400);
+      expect(answer.status, `${what}: ${JSON.stringify(answer.body).slice(0, 300)}`).toBe(400);
       expect(answer.body.error, what).toBe('invalid_request');
       expect(answer.body.details, what).toEqual(expect.arrayContaining([expect.objectContaining({ row_ordinal: 0, path })]));
     }
@@ -130,6 +135,35 @@ describe('write path: push sessions', () => {
     const fine = await c.post(url, { start_row_ordinal: 0, rows: [list(id, 't')] });
     expectStatus(fine, 200);
     expect(fine.body.next_expected_row_ordinal).toBe(1);
+  });
+
+  it('a key sent twice in one bundle is invalid_request, within a chunk or across chunks', async () => {
+    const c = await user('p-twice');
+    const id = uuid();
+    const created = await create(c, { source_bundle_id: 1, planned_row_count: 3 });
+    const url = `/sync/push-sessions/${created.body.push_id}/chunks`;
+    const inOne = await c.post(url, { start_row_ordinal: 0, rows: [list(id, 'a'), list(id, 'b')] });
+    expectStatus(inOne, 400, 'invalid_request');
+    expect(inOne.body.details).toEqual([expect.objectContaining({ row_ordinal: 1, path: 'key' })]);
+    expectStatus(await c.post(url, { start_row_ordinal: 0, rows: [list(id, 'a')] }), 200);
+    const across = await c.post(url, { start_row_ordinal: 1, rows: [list(uuid(), 'b'), list(id, 'c')] });
+    expectStatus(across, 400, 'invalid_request');
+    // Nothing of the refused chunk was staged.
+    const next = await c.post(url, { start_row_ordinal: 1, rows: [list(uuid(), 'b'), list(uuid(), 'c')] });
+    expectStatus(next, 200);
+    expect(next.body.next_expected_row_ordinal).toBe(3);
+  });
+
+  it('two commits of one session at once both answer the same 200', async () => {
+    const c = await user('p-double');
+    const rows = Array.from({ length: 50 }, (_, i) => list(uuid(), `double ${i}`));
+    const created = await create(c, { source_bundle_id: 1, planned_row_count: rows.length });
+    await c.post(`/sync/push-sessions/${created.body.push_id}/chunks`, { start_row_ordinal: 0, rows });
+    const [x, y] = await Promise.all([1, 2].map(() => c.post(`/sync/push-sessions/${created.body.push_id}/commit`)));
+    expectStatus(x!, 200);
+    expectStatus(y!, 200);
+    expect(x!.body).toEqual(y!.body);
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'p-double'`)).rows[0].n).toBe(1);
   });
 
   it('push_session_not_found for unknown and for another user\'s session; delete answers 204', async () => {
@@ -221,6 +255,7 @@ describe('write path: push sessions', () => {
     ];
     const committed = await pushOk(c, rows, { sourceBundleId: 1 });
     expect(committed.row_count).toBe(3);
+    expect(bundleHash((await committedRows(c, committed.bundle_seq)).rows)).toBe(committed.bundle_hash);
     const wrongRows = [list(uuid(), 'w')];
     const wrong = await push(c, wrongRows, { sourceBundleId: 2, requestHash: requestHash([list(uuid(), 'other')]) });
     expectStatus(wrong, 400, 'invalid_request');

@@ -647,7 +647,10 @@ BEGIN
     END LOOP;
     -- Deferred checks run here, inside the block, so a violation is a typed answer, not a failed COMMIT.
     SET CONSTRAINTS ALL IMMEDIATE;
-  EXCEPTION WHEN integrity_constraint_violation OR data_exception OR raise_exception OR insufficient_privilege THEN
+  -- program_limit_exceeded: a pushed value too large for a business index (54000) is the
+  -- client's data, so it is a rejection like a constraint, not a 500.
+  EXCEPTION WHEN integrity_constraint_violation OR data_exception OR raise_exception OR insufficient_privilege
+              OR program_limit_exceeded THEN
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
       v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
     PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);

@@ -28,6 +28,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const SCOPE_COLUMN = '_sync_scope_id';
 const MAX_PROBLEMS = 20;
+/**
+ * A key is stored in btree indexes (the staged rows, row_state, the business primary key next to
+ * the scope), whose entries stop at ~2.7 kB; beyond that PostgreSQL fails the statement (54000)
+ * whatever the row. 1024 UTF-8 bytes leaves room for the scope and the other key columns.
+ */
+const MAX_KEY_BYTES = 1024;
 
 /**
  * PostgreSQL text and jsonb cannot hold U+0000, so a NUL anywhere in a key, a column name or a
@@ -55,6 +61,7 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
   if (keyColumn !== table.keyColumn) add(`key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
   else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
   else if (containsNul(keyValue)) add(`key.${keyColumn}`, 'a key cannot contain U+0000');
+  else if (new TextEncoder().encode(keyValue).byteLength > MAX_KEY_BYTES) add(`key.${keyColumn}`, `a key is at most ${MAX_KEY_BYTES} bytes of UTF-8`);
 
   const payload = row.payload ?? null;
   if (row.op === 'DELETE') {
