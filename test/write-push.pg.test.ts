@@ -154,6 +154,18 @@ describe('write path: push sessions', () => {
     expect(next.body.next_expected_row_ordinal).toBe(3);
   });
 
+  it('deeply nested json commits, or is refused as invalid_request, but is never a 500', async () => {
+    const c = await user('p-deep');
+    for (const depth of [64, 65, 1000]) {
+      const meta = JSON.parse('['.repeat(depth) + '1' + ']'.repeat(depth));
+      const rows: PushRow[] = [{ schema: 'app', table: 'kinds', key: { code: `deep${depth}` }, op: 'INSERT', base_row_version: 0, payload: { meta } }];
+      const answer = await push(c, rows, { sourceBundleId: depth === 64 ? 1 : 2 });
+      if (answer.status === 400) expect(answer.body.details[0]).toMatchObject({ row_ordinal: 0, path: 'payload.meta' });
+      expect(answer.status, `${depth}: ${JSON.stringify(answer.body).slice(0, 300)}`).toBe(depth === 64 ? 200 : 400);
+      if (answer.status === 200) expect(bundleHash((await committedRows(c, answer.body.bundle_seq)).rows)).toBe(answer.body.bundle_hash);
+    }
+  });
+
   it('two commits of one session at once both answer the same 200', async () => {
     const c = await user('p-double');
     const rows = Array.from({ length: 50 }, (_, i) => list(uuid(), `double ${i}`));

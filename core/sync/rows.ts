@@ -34,6 +34,18 @@ const MAX_PROBLEMS = 20;
  * whatever the row. 1024 UTF-8 bytes leaves room for the scope and the other key columns.
  */
 const MAX_KEY_BYTES = 1024;
+/**
+ * Nesting of one json/jsonb value. The canonicaliser that hashes committed rows (sync.jcs) recurses
+ * once per level in plpgsql, so a value nested a thousand deep would exhaust the stack (54001)
+ * during commit, after staging accepted it. Refused up front instead.
+ */
+const MAX_JSON_DEPTH = 64;
+
+function tooDeep(value: unknown, depth = 0): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (depth >= MAX_JSON_DEPTH) return true;
+  return (Array.isArray(value) ? value : Object.values(value)).some((v) => tooDeep(v, depth + 1));
+}
 
 /**
  * PostgreSQL text and jsonb cannot hold U+0000, so a NUL anywhere in a key, a column name or a
@@ -82,6 +94,10 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
       if (value === null) continue;
       if (containsNul(value)) {
         add(`payload.${name}`, 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)');
+        continue;
+      }
+      if (tooDeep(value)) {
+        add(`payload.${name}`, `json values nest at most ${MAX_JSON_DEPTH} levels deep`);
         continue;
       }
       if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
