@@ -57,16 +57,31 @@ describe('bootstrap twice', () => {
         (tup_inserted + tup_updated + tup_deleted)::int AS tup FROM pg_stat_database WHERE datname = current_database()`);
       return { commits: rows[0].c, rollbacks: rows[0].r, tup: rows[0].tup };
     };
-    await new Promise((res) => setTimeout(res, 300));
-    const before = await stats();
+    // Statistics arrive when a backend exits: wait until no other session of this database is
+    // left and two reads agree (catalog writes of the first bootstrap count as tuples too).
+    const settled = async (): Promise<{ commits: number; rollbacks: number; tup: number }> => {
+      for (let i = 0; i < 50; i++) {
+        const { rows } = await t.exec(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+        if (rows[0].n === 0) break;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      let last = await stats();
+      for (let i = 0; i < 20; i++) {
+        await new Promise((res) => setTimeout(res, 250));
+        const next = await stats();
+        if (next.rollbacks === last.rollbacks && next.tup === last.tup) return next;
+        last = next;
+      }
+      return last;
+    };
+    const before = await settled();
     const r2 = recordingDb(t.url);
     try {
       await bootstrap(r2.db, { tables: APP_TABLES, maxSchemaVersion: 1 });
     } finally {
       await r2.close(); // a closing backend flushes its statistics
     }
-    await new Promise((res) => setTimeout(res, 300));
-    const after = await stats();
+    const after = await settled();
     // Transactions happened (the read-only ones), but none rolled back and no tuple was written.
     expect(after.commits).toBeGreaterThan(before.commits);
     expect(after.rollbacks).toBe(before.rollbacks);
