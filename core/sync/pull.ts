@@ -33,7 +33,10 @@ export async function watch(ctx: SyncContext, actor: Actor, afterBundleSeq: numb
       SELECT latest_bundle_seq AS latest FROM sync.user_state WHERE user_id = ${actor.userId}`);
     const latest = Number(row?.latest ?? 0);
     if (latest > afterBundleSeq) return { latest_bundle_seq: latest, changed: true };
-    if (Date.now() + WATCH_POLL_MS >= deadline || signal?.aborted) return { latest_bundle_seq: latest, changed: false };
-    await new Promise((resolve) => setTimeout(resolve, WATCH_POLL_MS));
+    // The last sleep is cut to the deadline, so "no change" is answered after the full wait,
+    // not up to one poll interval early (a client would otherwise re-poll sooner than asked).
+    const remainingMs = deadline - Date.now();
+    if (remainingMs <= 0 || signal?.aborted) return { latest_bundle_seq: latest, changed: false };
+    await new Promise((resolve) => setTimeout(resolve, Math.min(WATCH_POLL_MS, remainingMs)));
   }
 }
