@@ -35,6 +35,9 @@ function isUnavailable(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (code.startsWith('08') || code.startsWith('57P') || code === '53300' || code === '40001' || code === '40P01' || code === '55P03') return true;
+  // Refused at connection time: the database is gone (3D000, e.g. dropped or renamed) or the
+  // runtime's credentials no longer work (class 28). Operators fix these, not clients: 503.
+  if (code === '3D000' || code.startsWith('28')) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
   const message = typeof e.message === 'string' ? e.message : '';
   return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|WebSocket/i.test(message);

@@ -1,0 +1,257 @@
+/**
+ * Issue 5, snapshot sessions: frozen against concurrent commits, source rotation (retirement,
+ * reasons, invalid replacements, idempotent retry), expiry and delete, maintenance of expired
+ * sessions, and a 100k-row snapshot paged within the byte budget and page sizes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
+import { expectStatus, initEmpty, list, pushOk, uuid } from './support/write-helpers.js';
+import { rawGet, readSnapshot, snapshotAll } from './support/read-helpers.js';
+import { serverWrite } from '../core/sync/server-write.js';
+import { runMaintenance } from '../core/sync/maintenance.js';
+import { defaultLimits, limitsFromEnv } from '../core/limits.js';
+import { sql, type Db } from '../core/db/index.js';
+
+async function serverLists(db: Db, user: string, n: number): Promise<number> {
+  const { bundle } = await serverWrite(db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser }, async (tx, scope) => {
+    await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title, position)
+      SELECT gen_random_uuid(), ${scope}, 'server list ' || g, g FROM generate_series(1, ${n}) g`);
+  });
+  return Number(bundle?.bundle_seq);
+}
+
+describe('snapshot sessions', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => s?.close());
+
+  it('is frozen: a commit after creation never appears in its chunks', async () => {
+    const c = s.client('frozen');
+    await initEmpty(c);
+    await serverLists(s.t.db, 'frozen', 30);
+    const create = await c.post('/sync/snapshot-sessions');
+    expectStatus(create, 200);
+    expect(create.body).toMatchObject({ snapshot_bundle_seq: 1, row_count: 30 });
+    await serverLists(s.t.db, 'frozen', 5);
+    const { rows } = await readSnapshot(s.url, c, create.body.snapshot_id, 7);
+    expect(rows).toHaveLength(30);
+    expect(rows.every((r) => r.row_version === 1)).toBe(true);
+    expect(new Set(rows.map((r) => r.key.id)).size).toBe(30);
+  });
+
+  it('snapshots created while commits land each equal the state at their snapshot_bundle_seq', async () => {
+    const c = s.client('racing');
+    await initEmpty(c);
+    const writer = (async () => {
+      for (let i = 1; i <= 25; i++) await serverLists(s.t.db, 'racing', i);
+    })();
+    const sessions: any[] = [];
+    for (let i = 0; i < 8; i++) {
+      const create = await c.post('/sync/snapshot-sessions');
+      expectStatus(create, 200);
+      sessions.push(create.body);
+    }
+    await writer;
+    for (const session of sessions) {
+      // Bundle i inserts i rows, nothing is deleted: the state at seq n holds n(n+1)/2 rows.
+      const n = session.snapshot_bundle_seq as number;
+      expect(session.row_count).toBe((n * (n + 1)) / 2);
+      const { rows } = await readSnapshot(s.url, c, session.snapshot_id, 5000);
+      expect(rows).toHaveLength(session.row_count);
+      expect(Math.max(0, ...rows.map((r) => r.row_version))).toBe(n);
+    }
+  });
+
+  it('expiry → 410 snapshot_session_expired; delete → 204 then 404', async () => {
+    const c = s.client('expiring');
+    await initEmpty(c);
+    await serverLists(s.t.db, 'expiring', 3);
+    const a = await c.post('/sync/snapshot-sessions');
+    const b = await c.post('/sync/snapshot-sessions');
+    expectStatus(a, 200);
+    expect(Date.parse(a.body.expires_at) - Date.now()).toBeGreaterThan((defaultLimits.snapshotSessionTtlSeconds - 60) * 1000);
+    await s.t.exec(`UPDATE sync.snapshot_sessions SET expires_at = now() - interval '1s' WHERE snapshot_id = $1`, [a.body.snapshot_id]);
+    expectStatus(await c.get(`/sync/snapshot-sessions/${a.body.snapshot_id}`), 410, 'snapshot_session_expired');
+    expectStatus(await c.get(`/sync/snapshot-sessions/${b.body.snapshot_id}`), 200);
+    const deleted = await c.del(`/sync/snapshot-sessions/${b.body.snapshot_id}`);
+    expect(deleted.status).toBe(204);
+    expect(deleted.body).toBeUndefined();
+    expectStatus(await c.get(`/sync/snapshot-sessions/${b.body.snapshot_id}`), 404, 'snapshot_session_not_found');
+    expectStatus(await c.del(`/sync/snapshot-sessions/${b.body.snapshot_id}`), 404, 'snapshot_session_not_found');
+    expectStatus(await c.get(`/sync/snapshot-sessions/${uuid()}`), 404, 'snapshot_session_not_found');
+    expectStatus(await c.get('/sync/snapshot-sessions/not-a-uuid'), 400, 'invalid_request');
+    const { rows } = await s.t.exec(`SELECT count(*)::int AS n FROM sync.snapshot_session_rows WHERE snapshot_id = $1`, [b.body.snapshot_id]);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('maintenance removes expired push and snapshot sessions and their rows, and keeps live ones', async () => {
+    const c = s.client('maint');
+    await initEmpty(c);
+    await serverLists(s.t.db, 'maint', 4);
+    const live = await c.post('/sync/snapshot-sessions');
+    const dead = await c.post('/sync/snapshot-sessions');
+    const livePush = await c.post('/sync/push-sessions', { source_bundle_id: 1, planned_row_count: 2 });
+    const deadPush = await c.post('/sync/push-sessions', { source_bundle_id: 1, planned_row_count: 2 });
+    for (const p of [livePush, deadPush]) {
+      expectStatus(p, 200);
+      expectStatus(await c.post(`/sync/push-sessions/${p.body.push_id}/chunks`, { start_row_ordinal: 0, rows: [list(uuid(), 'staged')] }), 200);
+    }
+    await s.t.exec(`UPDATE sync.snapshot_sessions SET expires_at = now() - interval '1s' WHERE snapshot_id = $1`, [dead.body.snapshot_id]);
+    await s.t.exec(`UPDATE sync.push_sessions SET expires_at = now() - interval '1s' WHERE push_id = $1`, [deadPush.body.push_id]);
+    const totals = await runMaintenance(s.t.db, { ...defaultLimits, maintenanceBatchRows: 2 });
+    expect(totals.finished).toBe(true);
+    expect(totals.snapshot_sessions).toBeGreaterThanOrEqual(1);
+    expect(totals.push_sessions).toBeGreaterThanOrEqual(1);
+    const count = async (q: string, id: string): Promise<number> => (await s.t.exec(q, [id])).rows[0].n;
+    const snapRows = 'SELECT count(*)::int AS n FROM sync.snapshot_session_rows WHERE snapshot_id = $1';
+    const snaps = 'SELECT count(*)::int AS n FROM sync.snapshot_sessions WHERE snapshot_id = $1';
+    const pushRows = 'SELECT count(*)::int AS n FROM sync.push_session_rows WHERE push_id = $1';
+    const pushes = 'SELECT count(*)::int AS n FROM sync.push_sessions WHERE push_id = $1';
+    expect([await count(snapRows, dead.body.snapshot_id), await count(snaps, dead.body.snapshot_id)]).toEqual([0, 0]);
+    expect([await count(pushRows, deadPush.body.push_id), await count(pushes, deadPush.body.push_id)]).toEqual([0, 0]);
+    expect([await count(snapRows, live.body.snapshot_id), await count(snaps, live.body.snapshot_id)]).toEqual([4, 1]);
+    expect([await count(pushRows, livePush.body.push_id), await count(pushes, livePush.body.push_id)]).toEqual([1, 1]);
+    expectStatus(await c.get(`/sync/snapshot-sessions/${dead.body.snapshot_id}`), 404, 'snapshot_session_not_found');
+    expectStatus(await c.get(`/sync/snapshot-sessions/${live.body.snapshot_id}`), 200);
+  });
+});
+
+describe('source rotation through snapshot create', () => {
+  let s: TestServer;
+  let old: ApiClient;
+  beforeAll(async () => {
+    s = await startTestServer();
+    old = s.client('rot', 'device-old');
+    await initEmpty(old);
+    await pushOk(old, [list(uuid(), 'before rotation')], { sourceBundleId: 1 });
+  });
+  afterAll(async () => s?.close());
+
+  const replacement = (previous: string, next: string, reason: string = 'history_pruned'): unknown => ({
+    source_replacement: { previous_source_id: previous, new_source_id: next, reason },
+  });
+
+  it('validates reasons: every contract reason parses, anything else is 400', async () => {
+    for (const reason of ['rebuild', '', 'HISTORY_PRUNED']) {
+      expectStatus(await old.post('/sync/snapshot-sessions', replacement('device-old', `device-x-${reason || 'empty'}`, reason)), 400, 'invalid_request');
+    }
+    expectStatus(await old.post('/sync/snapshot-sessions', { source_replacement: { previous_source_id: 'device-old', new_source_id: 'device-y' } }), 400, 'invalid_request');
+    expectStatus(await old.post('/sync/snapshot-sessions', { source_replacement: { previous_source_id: 'device-old', new_source_id: 'bad id!', reason: 'history_pruned' } }), 400, 'invalid_request');
+    expectStatus(await old.post('/sync/snapshot-sessions', { unexpected: true }), 400, 'invalid_request');
+    // Nothing was rotated by the refused requests.
+    const { rows } = await s.t.exec(`SELECT source_id, status FROM sync.source_state ORDER BY 1`);
+    expect(rows.map((r) => `${r.source_id}:${r.status}`)).toEqual(['device-old:active']);
+  });
+
+  it('source_replacement_invalid: same ids, header naming neither, new id already in use', async () => {
+    expectStatus(await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-old')), 409, 'source_replacement_invalid');
+    const stranger = s.client('rot', 'device-stranger');
+    expectStatus(await stranger.post('/sync/snapshot-sessions', replacement('device-old', 'device-new')), 409, 'source_replacement_invalid');
+    const other = s.client('rot', 'device-other');
+    expectStatus(await other.post('/sync/snapshot-sessions'), 200); // registers device-other
+    expectStatus(await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-other')), 409, 'source_replacement_invalid');
+  });
+
+  it('rotation retires the old source; the same rotation retried is idempotent; the old source is refused with source_retired', async () => {
+    for (const reason of ['history_pruned', 'source_sequence_out_of_order', 'source_sequence_changed', 'source_retired']) {
+      // Each reason is accepted (a fresh user per reason, so each rotation is a first one).
+      const c = s.client(`reason-${reason}`, 'r-old');
+      await initEmpty(c);
+      expectStatus(await c.post('/sync/snapshot-sessions', replacement('r-old', 'r-new', reason)), 200);
+    }
+    const first = await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-new', 'source_sequence_changed'));
+    expectStatus(first, 200);
+    expect(first.body.row_count).toBe(1);
+    const retry = await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-new', 'source_sequence_changed'));
+    expectStatus(retry, 200);
+    expect(retry.body.snapshot_id).not.toBe(first.body.snapshot_id);
+    // The retry may also come from the new source (the client switched before the answer arrived).
+    const fresh = s.client('rot', 'device-new');
+    expectStatus(await fresh.post('/sync/snapshot-sessions', replacement('device-old', 'device-new', 'source_sequence_changed')), 200);
+
+    const retired = { error: 'source_retired', source_id: 'device-old', replaced_by_source_id: 'device-new' };
+    const snap = await old.post('/sync/snapshot-sessions');
+    expectStatus(snap, 409, 'source_retired');
+    expect(snap.body).toMatchObject(retired);
+    expect(typeof snap.body.message).toBe('string');
+    const push = await old.post('/sync/push-sessions', { source_bundle_id: 2, planned_row_count: 1 });
+    expectStatus(push, 409, 'source_retired');
+    expect(push.body).toMatchObject(retired);
+    const pull = await old.get('/sync/pull?after_bundle_seq=1');
+    expectStatus(pull, 409, 'source_retired');
+    // Rotating the retired source again to yet another id is invalid.
+    expectStatus(await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-third')), 409, 'source_replacement_invalid');
+
+    // The new source pushes from source_bundle_id 1, and its rows reach everyone.
+    const commit = await pushOk(fresh, [list(uuid(), 'after rotation')], { sourceBundleId: 1 });
+    expect(commit).toMatchObject({ source_id: 'device-new', source_bundle_id: 1, bundle_seq: 2 });
+  });
+});
+
+describe('a 100k-row snapshot', () => {
+  const maxResponseBytes = 256 * 1024;
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer({ env: { SYNC_LIMIT_MAX_RESPONSE_BYTES: String(maxResponseBytes) } });
+  });
+  afterAll(async () => s?.close());
+
+  it('pages within the byte budget and page sizes, with the right row_count and byte_count', async () => {
+    const c = s.client('big');
+    await initEmpty(c);
+    let t0 = Date.now();
+    const seq = await serverLists(s.t.db, 'big', 100_000);
+    const writeMs = Date.now() - t0;
+    expect(seq).toBe(1);
+    t0 = Date.now();
+    const create = await c.post('/sync/snapshot-sessions');
+    const createMs = Date.now() - t0;
+    expectStatus(create, 200);
+    expect(create.body.row_count).toBe(100_000);
+    expect(create.body.snapshot_bundle_seq).toBe(1);
+    expect(create.roundTrips).toBe(1);
+
+    t0 = Date.now();
+    const pages: { rows: number; bytes: number; roundTrips: number }[] = [];
+    let after = 0;
+    let rowBytes = 0;
+    const keys = new Set<string>();
+    for (;;) {
+      // The first pages ask for 500 rows (row-bound); the rest for the maximum (byte-bound).
+      const maxRows = pages.length < 3 ? 500 : 5000;
+      const page = await rawGet(s.url, c, `/sync/snapshot-sessions/${create.body.snapshot_id}?after_row_ordinal=${after}&max_rows=${maxRows}`);
+      expect(page.status, page.text.slice(0, 300)).toBe(200);
+      const rows = page.body.rows as any[];
+      pages.push({ rows: rows.length, bytes: page.bytes, roundTrips: page.roundTrips });
+      expect(page.bytes).toBeLessThanOrEqual(maxResponseBytes);
+      expect(rows.length).toBeLessThanOrEqual(maxRows);
+      if (pages.length <= 3) expect(rows.length).toBe(500);
+      for (const r of rows) {
+        keys.add(r.key.id);
+        rowBytes += Buffer.byteLength(JSON.stringify(r));
+      }
+      expect(page.body.next_row_ordinal).toBe(after + rows.length);
+      after = page.body.next_row_ordinal;
+      if (!page.body.has_more) break;
+    }
+    const readMs = Date.now() - t0;
+    expect(after).toBe(100_000);
+    expect(keys.size).toBe(100_000);
+    // Byte-bound pages fill most of the budget (the budget is 90% of max_response_bytes).
+    const byteBound = pages.slice(3, -1);
+    expect(byteBound.length).toBeGreaterThan(10);
+    for (const p of byteBound) {
+      expect(p.rows).toBeLessThan(5000);
+      expect(p.bytes).toBeGreaterThan(maxResponseBytes * 0.6);
+    }
+    expect(pages.every((p) => p.roundTrips <= 2)).toBe(true);
+    // byte_count estimates the rows' JSON size on the wire.
+    const ratio = create.body.byte_count / rowBytes;
+    console.log(`100k snapshot: server write ${writeMs} ms, create ${createMs} ms, read ${readMs} ms in ${pages.length} pages ` +
+      `(${byteBound[0]?.rows} rows/${byteBound[0]?.bytes} B per full page), byte_count ${create.body.byte_count} vs ${rowBytes} B of rows (ratio ${ratio.toFixed(3)})`);
+    expect(ratio).toBeGreaterThan(0.8);
+    expect(ratio).toBeLessThan(1.5);
+  });
+});
