@@ -18,6 +18,7 @@ import { startBenchServer, RUNTIME_POOL_MAX, type BenchServer } from './lib/serv
 import { nowMs } from './lib/stats.js';
 import { coldStartBenchmark } from './cold-start.js';
 import { pushBenchmark } from './push.js';
+import { commitBreakdownBenchmark } from './commit-breakdown.js';
 import { pullBenchmark } from './pull.js';
 import { hydrationBenchmark } from './hydration.js';
 import { historyScalingBenchmark } from './scaling-history.js';
@@ -33,6 +34,7 @@ const RUN_BUDGET_SECONDS = 600;
 const BENCHMARKS: readonly Benchmark[] = [
   coldStartBenchmark,
   pushBenchmark,
+  commitBreakdownBenchmark,
   pullBenchmark,
   hydrationBenchmark,
   historyScalingBenchmark,
