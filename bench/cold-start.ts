@@ -29,7 +29,7 @@ export const coldStartBenchmark: Benchmark = {
     const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-dist-'));
     try {
       const reports = await buildFunctions(outDir);
-      const runs = ctx.runs(5);
+      const runs = ctx.runs(7);
       for (const r of reports) {
         const url = JSON.stringify(pathToFileURL(join(r.dir, 'index.mjs')).href);
         const script = `const t = performance.now(); const m = await import(${url}); if (typeof m.handler !== 'function') throw new Error('no handler export'); process.stdout.write(String(performance.now() - t));`;
