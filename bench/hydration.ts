@@ -10,7 +10,7 @@ import { type Benchmark } from './lib/context.js';
 import { MinimalApplier } from './lib/minimal-applier.js';
 import { hydrate, type HydrationOutcome } from './lib/pull-client.js';
 import { type Note } from './lib/rows.js';
-import { ClientDb, CLIENT_NOTES_SQL, directInsert } from './lib/wa-sqlite.js';
+import { ClientDb, CLIENT_NOTES_SQL, clientFingerprint, directInsert, notesFingerprint } from './lib/wa-sqlite.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 
 const ROWS = 100_000;
@@ -40,24 +40,25 @@ export const hydrationBenchmark: Benchmark = {
     );
     const notes: Note[] = raw.rows;
     rec.expectEqual('hydration: seeded rows', notes.length, ROWS);
+    const expected = notesFingerprint(notes);
     const client = server.client(USER, 'fresh-device');
 
-    const hydrateOnce = async (): Promise<{ outcome: HydrationOutcome; count: number }> => {
+    const hydrateOnce = async (): Promise<{ outcome: HydrationOutcome; count: number; fingerprint: string }> => {
       const db = await ClientDb.open();
       try {
         const applier = await MinimalApplier.install(db);
         const outcome = await hydrate(client, applier, PAGE_ROWS);
-        return { outcome, count: Number(await db.scalar('SELECT count(*) FROM notes')) };
+        return { outcome, count: Number(await db.scalar('SELECT count(*) FROM notes')), fingerprint: await clientFingerprint(db) };
       } finally {
         await db.close();
       }
     };
-    const directOnce = async (): Promise<{ ms: number; count: number }> => {
+    const directOnce = async (): Promise<{ ms: number; count: number; fingerprint: string }> => {
       const db = await ClientDb.open();
       try {
         await db.exec(CLIENT_NOTES_SQL);
         const { ms } = await timed(() => directInsert(db, notes));
-        return { ms, count: Number(await db.scalar('SELECT count(*) FROM notes')) };
+        return { ms, count: Number(await db.scalar('SELECT count(*) FROM notes')), fingerprint: await clientFingerprint(db) };
       } finally {
         await db.close();
       }
@@ -73,11 +74,13 @@ export const hydrationBenchmark: Benchmark = {
         if (side === 'hydrate') {
           const r = await hydrateOnce();
           rec.expectEqual(`hydration run ${i}: rows in the client`, r.count, ROWS);
+          rec.check(`hydration run ${i}: client rows equal the source rows`, r.fingerprint === expected, `${r.fingerprint} (expected ${expected})`);
           rec.expectEqual(`hydration run ${i}: rows delivered`, r.outcome.rows, ROWS);
           hydrated.push(r.outcome);
         } else {
           const r = await directOnce();
           rec.expectEqual(`hydration baseline run ${i}: rows inserted`, r.count, ROWS);
+          rec.check(`hydration baseline run ${i}: rows equal the source rows`, r.fingerprint === expected, `${r.fingerprint} (expected ${expected})`);
           direct.push(r.ms);
         }
       }

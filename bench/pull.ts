@@ -8,7 +8,7 @@ import { MinimalApplier } from './lib/minimal-applier.js';
 import { pullAll, type PullOutcome } from './lib/pull-client.js';
 import { initEmpty, pushBundle } from './lib/push.js';
 import { insertRows, makeNotes } from './lib/rows.js';
-import { ClientDb, CLIENT_NOTES_SQL, directInsert } from './lib/wa-sqlite.js';
+import { ClientDb, CLIENT_NOTES_SQL, clientFingerprint, directInsert, notesFingerprint } from './lib/wa-sqlite.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 
 const BUNDLES = 100;
@@ -27,23 +27,24 @@ export const pullBenchmark: Benchmark = {
       await pushBundle(writer, insertRows(notes.slice(b * ROWS_PER_BUNDLE, (b + 1) * ROWS_PER_BUNDLE)), b + 1);
     }
     const reader = server.client('pull-user', 'device-b');
+    const expected = notesFingerprint(notes);
 
-    const pullOnce = async (): Promise<{ ms: number; outcome: PullOutcome; count: number; checkpoint: number }> => {
+    const pullOnce = async (): Promise<{ ms: number; outcome: PullOutcome; count: number; fingerprint: string; checkpoint: number }> => {
       const db = await ClientDb.open();
       try {
         const applier = await MinimalApplier.install(db);
         const { ms, result } = await timed(() => pullAll(reader, applier, 0));
-        return { ms, outcome: result, count: Number(await db.scalar('SELECT count(*) FROM notes')), checkpoint: Number(await db.scalar('SELECT bundle_seq FROM _sync_checkpoint')) };
+        return { ms, outcome: result, count: Number(await db.scalar('SELECT count(*) FROM notes')), fingerprint: await clientFingerprint(db), checkpoint: Number(await db.scalar('SELECT bundle_seq FROM _sync_checkpoint')) };
       } finally {
         await db.close();
       }
     };
-    const directOnce = async (): Promise<{ ms: number; count: number }> => {
+    const directOnce = async (): Promise<{ ms: number; count: number; fingerprint: string }> => {
       const db = await ClientDb.open();
       try {
         await db.exec(CLIENT_NOTES_SQL);
         const { ms } = await timed(() => directInsert(db, notes));
-        return { ms, count: Number(await db.scalar('SELECT count(*) FROM notes')) };
+        return { ms, count: Number(await db.scalar('SELECT count(*) FROM notes')), fingerprint: await clientFingerprint(db) };
       } finally {
         await db.close();
       }
@@ -60,12 +61,14 @@ export const pullBenchmark: Benchmark = {
         if (side === 'pull') {
           const r = await pullOnce();
           rec.expectEqual(`pull run ${i}: rows in the client`, r.count, ROWS);
+          rec.check(`pull run ${i}: client rows equal the source rows`, r.fingerprint === expected, `${r.fingerprint} (expected ${expected})`);
           rec.expectEqual(`pull run ${i}: client checkpoint`, r.checkpoint, BUNDLES);
           rec.expectEqual(`pull run ${i}: bundles applied`, r.outcome.bundles, BUNDLES);
           pulled.push(r);
         } else {
           const r = await directOnce();
           rec.expectEqual(`pull baseline run ${i}: rows inserted`, r.count, ROWS);
+          rec.check(`pull baseline run ${i}: rows equal the source rows`, r.fingerprint === expected, `${r.fingerprint} (expected ${expected})`);
           direct.push(r.ms);
         }
       }

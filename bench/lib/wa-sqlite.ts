@@ -100,6 +100,31 @@ export function noteValues(n: Note): SqlValue[] {
   return [n.id, n.title, n.body, n.position, n.done ? 1 : 0, n.updated_at];
 }
 
+/**
+ * A fingerprint of the client's notes (count, sums of position, done and text lengths), so a
+ * check catches rows that arrived but with the wrong values, not only missing rows.
+ */
+export async function clientFingerprint(db: ClientDb): Promise<string> {
+  let out = '';
+  await db.sqlite3.exec(db.handle, 'SELECT count(*), sum(position), sum(done), sum(length(title) + length(body)) FROM notes', (row) => {
+    out = row.map((v) => String(v ?? 0)).join('/');
+  });
+  return out;
+}
+
+/** The same fingerprint computed from the source rows (ASCII text, so lengths agree). */
+export function notesFingerprint(notes: readonly Note[]): string {
+  let position = 0;
+  let done = 0;
+  let text = 0;
+  for (const n of notes) {
+    position += n.position;
+    done += n.done ? 1 : 0;
+    text += n.title.length + n.body.length;
+  }
+  return [notes.length, position, done, text].join('/');
+}
+
 /** Baseline: the same rows straight into wa-sqlite, one prepared INSERT, one transaction. */
 export async function directInsert(db: ClientDb, notes: readonly Note[]): Promise<void> {
   const insert = await db.prepare('INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
