@@ -60,7 +60,7 @@ export class HttpClient {
   ) {}
 
   /** Sends a request; any status other than `expect` throws BenchHttpError. */
-  async call<T = any>(method: string, path: string, body?: unknown, expect = 200): Promise<Answer<T>> {
+  async call<T = unknown>(method: string, path: string, body?: unknown, expect = 200): Promise<Answer<T>> {
     this.token ??= new SignJWT({ sub: this.userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(this.secret));
     const res = await fetch(this.baseUrl + path, {
       method,
@@ -80,11 +80,11 @@ export class HttpClient {
     return { status: res.status, body: parsed as T, roundTrips };
   }
 
-  get<T = any>(path: string, expect = 200): Promise<Answer<T>> {
+  get<T = unknown>(path: string, expect = 200): Promise<Answer<T>> {
     return this.call<T>('GET', path, undefined, expect);
   }
 
-  post<T = any>(path: string, body: unknown = {}, expect = 200): Promise<Answer<T>> {
+  post<T = unknown>(path: string, body: unknown = {}, expect = 200): Promise<Answer<T>> {
     return this.call<T>('POST', path, body, expect);
   }
 
