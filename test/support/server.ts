@@ -85,6 +85,10 @@ export interface TestServerOptions {
   readonly schemaSql?: string;
   readonly env?: Record<string, string>;
   readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
+  /** Serves these files for non-API paths (the built demo for browser tests). */
+  readonly staticDir?: string;
+  /** Enables POST /dev/token (signed with TEST_JWT_SECRET). */
+  readonly devTokens?: boolean;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -98,7 +102,13 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...options.env,
   });
   const runtime = createRuntime(config, t.db.pool);
-  const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET }, ...(options.intercept ? { intercept: options.intercept } : {}) });
+  const gateway = await startGateway({
+    runtime,
+    auth: { secret: TEST_JWT_SECRET },
+    ...(options.intercept ? { intercept: options.intercept } : {}),
+    ...(options.staticDir ? { staticDir: options.staticDir } : {}),
+    ...(options.devTokens ? { devTokens: true } : {}),
+  });
   return {
     url: gateway.url,
     t,
