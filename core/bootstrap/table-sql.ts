@@ -10,6 +10,7 @@
 import { quoteIdent as q, quoteLiteral } from '../db/sql.js';
 import { type TableInfo, type ColumnInfo } from './introspect.js';
 import { SCOPE_COLUMN } from './validate-envelope.js';
+import { wireCategory, type WireCategory } from '../protocol/wire-types.js';
 
 export type KeyKind = 'uuid' | 'text';
 
@@ -42,21 +43,7 @@ export interface CatalogEntry {
   readonly rowJsonPrefix: string;
 }
 
-/** How a PostgreSQL type travels on the wire. */
-export type WireCategory = 'bytea' | 'decimal' | 'uuid' | 'timestamptz' | 'json' | 'boolean' | 'integer' | 'float' | 'text' | 'other';
-
-export function wireCategory(type: string): WireCategory {
-  if (type === 'bytea') return 'bytea';
-  if (type === 'bigint' || type.startsWith('numeric')) return 'decimal';
-  if (type === 'uuid') return 'uuid';
-  if (/^timestamp(\(\d+\))? with time zone$/.test(type)) return 'timestamptz';
-  if (type === 'json' || type === 'jsonb') return 'json';
-  if (type === 'boolean') return 'boolean';
-  if (type === 'smallint' || type === 'integer') return 'integer';
-  if (type === 'real' || type === 'double precision') return 'float';
-  if (type === 'text' || type.startsWith('character')) return 'text';
-  return 'other';
-}
+export { wireCategory, type WireCategory } from '../protocol/wire-types.js';
 
 function valueExpr(alias: string, column: ColumnInfo): string {
   const c = `${alias}.${q(column.name)}`;

@@ -23,3 +23,4 @@ export {
 } from './read-path.js';
 export { ColumnSpec, TableSpec, CapabilitiesResponse, Conflict, ErrorBody } from './meta.js';
 export { PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from './version.js';
+export { wireCategory, type WireCategory } from './wire-types.js';
