@@ -170,6 +170,10 @@ describe('pull (default limits)', () => {
     // max_bundles above the published maximum is clamped, not an error.
     const big = await alice.get('/sync/pull?after_bundle_seq=0&max_bundles=1000000');
     expectStatus(big, 200);
+    // A row ordinal beyond 32 bits is past the end of any bundle: an empty last page, not a 500.
+    const far = await alice.get('/sync/committed-bundles/2/rows?after_row_ordinal=3000000000');
+    expectStatus(far, 200);
+    expect(far.body).toMatchObject({ rows: [], next_row_ordinal: 3000000000, has_more: false });
   });
 
   it('watch wakes within a second of a commit, and times out with changed: false', async () => {

@@ -790,7 +790,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION sync.committed_rows(p_user text, p_seq bigint, p_after integer, p_max integer, p_budget bigint)
+CREATE FUNCTION sync.committed_rows(p_user text, p_seq bigint, p_after bigint, p_max integer, p_budget bigint)
 RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_us sync.user_state;
@@ -819,8 +819,12 @@ BEGIN
   RETURN QUERY
   WITH page AS (
     SELECT r.*, sum(sync.row_bytes(r.payload, r.key_bytes)) OVER (ORDER BY r.row_ordinal) AS cumulative
-    FROM (SELECT * FROM sync.bundle_rows WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq AND row_ordinal >= p_after
-          ORDER BY row_ordinal LIMIT p_max) r
+    -- Ordinals are dense (0 … row_count - 1), so the page is the closed range [p_after, p_after + p_max):
+    -- a range scan of the primary key (user_pk, bundle_seq, row_ordinal). Without the upper bound
+    -- a bundle's whole remainder was read and sorted for every page.
+    FROM (SELECT * FROM sync.bundle_rows WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq
+            AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
+          ORDER BY row_ordinal) r
   ), chosen AS (
     SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
   )
@@ -920,7 +924,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after integer, p_max integer, p_budget bigint)
+CREATE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint)
 RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_s sync.snapshot_sessions;
@@ -938,8 +942,13 @@ BEGIN
   RETURN QUERY
   WITH page AS (
     SELECT r.*, sum(sync.row_bytes(r.payload, r.key_bytes)) OVER (ORDER BY r.row_ordinal) AS cumulative
-    FROM (SELECT * FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot AND row_ordinal >= p_after
-          ORDER BY row_ordinal LIMIT p_max) r
+    -- Ordinals are dense, so the page is the range [p_after, p_after + p_max) of the primary key
+    -- (snapshot_id, row_ordinal). The upper bound matters: a fresh session has no statistics, and
+    -- with only a lower bound the planner chose a bitmap scan plus an on-disk sort of the whole
+    -- remaining snapshot (100k rows) to return one page.
+    FROM (SELECT * FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot
+            AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
+          ORDER BY row_ordinal) r
   ), chosen AS (
     SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
   )
