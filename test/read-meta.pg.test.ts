@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startTestServer, apiClient, TEST_JWT_SECRET, type TestServer } from './support/server.js';
 import { openTestDb, runtimePoolOptions } from './support/server-db.js';
 import { createDatabase } from './support/pg-server.js';
+import { startPgBouncer } from './support/pgbouncer.js';
 import { createPool } from '../core/db/index.js';
 import { APP_SCHEMA_SQL } from './support/schemas.js';
 import { expectStatus, initEmpty, list, push, pushOk, uuid } from './support/write-helpers.js';
@@ -141,7 +142,14 @@ describe('health 503', () => {
     await setup.connect();
     await setup.query(APP_SCHEMA_SQL);
     await setup.end();
-    const pool = await createPool(runtimePoolOptions(url, 4));
+    // Behind PgBouncer a dropped database does not fail the client's query: PgBouncer keeps
+    // retrying the server login and holds the query until its query_wait_timeout (120 s by
+    // default), then fails it (08P01), which is the runtime's 503. The shared PgBouncer of the
+    // project keeps that default, so the pooled run uses a private PgBouncer with a short wait:
+    // the same path, in seconds instead of minutes.
+    const bouncer = inject('pgRuntime').bouncerPort !== undefined ? await startPgBouncer(inject('pgAdminUrl'), { queryWaitTimeoutSeconds: 3 }) : undefined;
+    const poolOptions = runtimePoolOptions(url, 4);
+    const pool = await createPool(bouncer ? { ...poolOptions, connectionString: bouncer.rewrite(url) } : poolOptions);
     const config = loadConfig({ DATABASE_URL: url, SYNC_TABLES: 'app.lists:id,app.items:id,app.kinds:code' });
     const runtime = createRuntime(config, pool);
     await bootstrap(runtime.db, { tables: config.tables, maxSchemaVersion: 1 });
@@ -164,6 +172,7 @@ describe('health 503', () => {
       await gateway.close();
       await admin.end();
       await pool.end().catch(() => undefined);
+      await bouncer?.stop();
     }
   });
 });

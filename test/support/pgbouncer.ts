@@ -46,8 +46,16 @@ async function waitForPort(port: number, child: ChildProcess, output: () => stri
   throw new Error(`pgbouncer did not listen on ${port} within ${timeoutMs} ms: ${output()}`);
 }
 
+export interface PgBouncerOptions {
+  /**
+   * PgBouncer's `query_wait_timeout`: how long a client waits for a server connection before
+   * PgBouncer fails its query (default 120 s). Tests that make the server unreachable set it low.
+   */
+  readonly queryWaitTimeoutSeconds?: number;
+}
+
 /** Starts PgBouncer (pool_mode=transaction) forwarding every database to `adminUrl`'s server. */
-export async function startPgBouncer(adminUrl: string): Promise<PgBouncer> {
+export async function startPgBouncer(adminUrl: string, options: PgBouncerOptions = {}): Promise<PgBouncer> {
   if (!PGBOUNCER_BIN) throw new Error('pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)');
   const server = new URL(adminUrl);
   const user = decodeURIComponent(server.username);
@@ -80,6 +88,7 @@ export async function startPgBouncer(adminUrl: string): Promise<PgBouncer> {
       // Hand each transaction the longest-idle server connection rather than the last one, so
       // consecutive transactions of one client really land on different backends.
       'server_round_robin = 1',
+      ...(options.queryWaitTimeoutSeconds !== undefined ? [`query_wait_timeout = ${options.queryWaitTimeoutSeconds}`] : []),
       'log_connections = 0',
       'log_disconnections = 0',
       `admin_users = ${user}`,
