@@ -1,0 +1,340 @@
+/**
+ * The SQLite port (port.ts) over one wa-sqlite connection.
+ *
+ * wa-sqlite allows one operation at a time per connection (with the Asyncify build a second call
+ * while one is suspended corrupts its state), so every call goes through a promise queue; a
+ * transaction holds the queue from BEGIN to COMMIT/ROLLBACK and its own statements go through a
+ * queue of their own.
+ *
+ * At open the adapter runs `PRAGMA foreign_keys = ON`: the client relies on local FK cascades, and
+ * SQLite leaves enforcement off unless each connection asks for it.
+ */
+import * as SQLite from 'wa-sqlite';
+import { type SqlRow, type SqlValue, type SqliteDb, type SqliteStatements } from './port.js';
+
+/** SQLite result codes this adapter names itself (https://sqlite.org/rescode.html). */
+export const SQLITE_CODES = {
+  ERROR: 1,
+  BUSY: 5,
+  CONSTRAINT: 19,
+  MISUSE: 21,
+  RANGE: 25,
+} as const;
+
+const sqlPreviewChars = 200;
+
+/** A failed SQLite call: the SQLite result code, SQLite's message and the statement. */
+export class SqliteError extends Error {
+  override readonly name = 'SqliteError';
+  /** The primary result code (low byte), e.g. 19 for SQLITE_CONSTRAINT. */
+  readonly code: number;
+  /**
+   * The extended result code (e.g. 1555 SQLITE_CONSTRAINT_PRIMARYKEY) when SQLite reported one.
+   * The wa-sqlite 1.0 build does not turn extended result codes on, so this is usually undefined.
+   */
+  readonly extendedCode: number | undefined;
+  /** The first characters of the statement that failed, if any. */
+  readonly sql: string | undefined;
+
+  constructor(resultCode: number, message: string, sql?: string, options?: { cause: unknown }) {
+    const preview = sql === undefined ? '' : ` [sql: ${preview200(sql)}]`;
+    super(`SQLite error ${resultCode}: ${message}${preview}`, options);
+    this.code = resultCode & 0xff;
+    this.extendedCode = resultCode > 0xff ? resultCode : undefined;
+    this.sql = sql === undefined ? undefined : preview200(sql);
+  }
+
+  /** True for SQLITE_CONSTRAINT and its extended codes (unique, FK, NOT NULL, CHECK). */
+  get isConstraint(): boolean {
+    return this.code === SQLITE_CODES.CONSTRAINT;
+  }
+}
+
+function preview200(sql: string): string {
+  const flat = sql.trim().replace(/\s+/g, ' ');
+  return flat.length > sqlPreviewChars ? `${flat.slice(0, sqlPreviewChars)}…` : flat;
+}
+
+/**
+ * The few raw exports of the Emscripten module the adapter uses where the SQLiteAPI falls short.
+ * wa-sqlite's bind_blob allocates byteLength bytes, and sqlite3_malloc(0) is NULL, which SQLite
+ * binds as NULL: an empty Uint8Array would come back as null. With the module an empty blob is
+ * bound from a one-byte scratch buffer with length 0.
+ */
+export interface WaSqliteModule {
+  _sqlite3_malloc(bytes: number): number;
+  _sqlite3_bind_blob(stmt: number, index: number, ptr: number, bytes: number, destructor: number): number;
+}
+
+export interface WaSqliteDbOptions {
+  /** The Emscripten module behind `sqlite3`; needed to bind empty blobs (see WaSqliteModule). */
+  module?: WaSqliteModule;
+  /** Runs after the connection is closed (e.g. to release a VFS). */
+  onClose?: () => void | Promise<void>;
+}
+
+/** Runs tasks one at a time, in call order; a failed task does not stop the next. */
+class SerialQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  push<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(task);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+const minSafe = BigInt(Number.MIN_SAFE_INTEGER);
+const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
+const int32Min = -0x8000_0000;
+const int32Max = 0x7fff_ffff;
+
+/** Statements that change rows; only after these is sqlite3_changes() about this statement. */
+const dmlStart = /^(?:insert|update|delete|replace)\b/i;
+const leadingNoise = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)+/;
+
+type ChangeKind = 'dml' | 'none' | 'unknown';
+
+function changeKind(sql: string): ChangeKind {
+  const head = sql.replace(leadingNoise, '');
+  if (dmlStart.test(head)) return 'dml';
+  // A WITH prefix may lead to a SELECT or to DML; count those with total_changes().
+  if (/^with\b/i.test(head)) return 'unknown';
+  return 'none';
+}
+
+/**
+ * Wraps an open wa-sqlite connection. `db` is the handle from `sqlite3.open_v2`; the adapter owns
+ * it from now on (close() closes it).
+ */
+export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqliteDbOptions = {}): SqliteDb {
+  const queue = new SerialQueue();
+  let closed = false;
+  let emptyBlobPtr = 0;
+
+  /** wa-sqlite's SQLiteError (no statement, untyped code) as our SqliteError; others unchanged. */
+  function fail(error: unknown, sql?: string): unknown {
+    if (!(error instanceof SQLite.SQLiteError)) return error;
+    const code = typeof error.code === 'number' ? error.code : SQLITE_CODES.ERROR;
+    return new SqliteError(code, error.message, sql, { cause: error });
+  }
+
+  function closedError(): SqliteError {
+    return new SqliteError(SQLITE_CODES.MISUSE, closed ? 'database is closed' : 'transaction has ended (use tx only inside fn)');
+  }
+
+  function bindValue(stmt: number, index: number, value: SqlValue, sql: string): void {
+    let rc: number;
+    if (value === null) rc = sqlite3.bind_null(stmt, index);
+    else if (typeof value === 'number') {
+      if (Number.isInteger(value)) {
+        // wa-sqlite's bind() sends any integer outside int32 as a double; keep it INTEGER.
+        if (value >= int32Min && value <= int32Max) rc = sqlite3.bind_int(stmt, index, value);
+        else if (Number.isSafeInteger(value)) rc = sqlite3.bind_int64(stmt, index, BigInt(value));
+        else rc = sqlite3.bind_double(stmt, index, value);
+      } else rc = sqlite3.bind_double(stmt, index, value);
+    } else if (typeof value === 'string') rc = sqlite3.bind_text(stmt, index, value);
+    else if (typeof value === 'bigint') rc = sqlite3.bind_int64(stmt, index, value);
+    else if (value instanceof Uint8Array) {
+      if (value.byteLength === 0) rc = bindEmptyBlob(stmt, index, sql);
+      else rc = sqlite3.bind_blob(stmt, index, value);
+    } else {
+      throw new SqliteError(SQLITE_CODES.MISUSE, `parameter ${index} is a ${typeof value}, not a SqlValue`, sql);
+    }
+    // bind_int64 answers SQLITE_RANGE instead of throwing for values outside int64.
+    if (rc !== SQLite.SQLITE_OK) throw new SqliteError(rc, `cannot bind parameter ${index}`, sql);
+  }
+
+  function bindEmptyBlob(stmt: number, index: number, sql: string): number {
+    const module = options.module;
+    if (!module) {
+      throw new SqliteError(SQLITE_CODES.MISUSE, 'an empty blob needs options.module (wa-sqlite would bind it as NULL)', sql);
+    }
+    if (emptyBlobPtr === 0) emptyBlobPtr = module._sqlite3_malloc(1);
+    // SQLITE_STATIC (0): SQLite reads zero bytes from the pointer and never frees it.
+    return module._sqlite3_bind_blob(stmt, index, emptyBlobPtr, 0, 0);
+  }
+
+  function bindAll(stmt: number, params: readonly SqlValue[], sql: string, count: number): void {
+    if (params.length !== count) {
+      throw new SqliteError(SQLITE_CODES.RANGE, `statement has ${count} parameters, got ${params.length}`, sql);
+    }
+    for (let i = 0; i < count; i++) bindValue(stmt, i + 1, params[i] as SqlValue, sql);
+  }
+
+  function readColumn(stmt: number, i: number): SqlValue {
+    switch (sqlite3.column_type(stmt, i)) {
+      case SQLite.SQLITE_NULL:
+        return null;
+      case SQLite.SQLITE_INTEGER: {
+        // column() answers a number when the high word fits ±2^53, which lets -2^53 through.
+        const value = sqlite3.column(stmt, i) as number | bigint;
+        if (typeof value === 'number' && !Number.isSafeInteger(value)) return sqlite3.column_int64(stmt, i);
+        return value;
+      }
+      case SQLite.SQLITE_FLOAT:
+        return sqlite3.column_double(stmt, i);
+      case SQLite.SQLITE_TEXT:
+        return sqlite3.column_text(stmt, i);
+      default:
+        // A view into wasm memory, invalid after the next step or a memory growth: copy it out.
+        return sqlite3.column_blob(stmt, i).slice();
+    }
+  }
+
+  /** Prepares exactly one statement; more than one in `sql` is a misuse. */
+  async function prepare(sql: string): Promise<number> {
+    const str = sqlite3.str_new(db, sql);
+    try {
+      const first = await sqlite3.prepare_v2(db, sqlite3.str_value(str));
+      if (!first) throw new SqliteError(SQLITE_CODES.MISUSE, 'no statement to run', sql);
+      const rest = await sqlite3.prepare_v2(db, first.sql).catch(async (error: unknown) => {
+        await sqlite3.finalize(first.stmt);
+        throw error;
+      });
+      if (rest) {
+        await sqlite3.finalize(rest.stmt);
+        await sqlite3.finalize(first.stmt);
+        throw new SqliteError(SQLITE_CODES.MISUSE, 'more than one statement; use exec() for scripts', sql);
+      }
+      return first.stmt;
+    } finally {
+      sqlite3.str_finish(str);
+    }
+  }
+
+  async function totalChanges(): Promise<number> {
+    const rows = await queryNow('SELECT total_changes() AS n');
+    return Number(rows[0]?.['n'] ?? 0);
+  }
+
+  async function stepToEnd(stmt: number): Promise<void> {
+    while ((await sqlite3.step(stmt)) === SQLite.SQLITE_ROW) {
+      // Rows of a DML ... RETURNING are not part of run()'s answer.
+    }
+  }
+
+  async function execNow(sql: string): Promise<void> {
+    try {
+      await sqlite3.exec(db, sql);
+    } catch (error) {
+      throw fail(error, sql);
+    }
+  }
+
+  async function runNow(sql: string, params: readonly SqlValue[]): Promise<{ changes: number }> {
+    return runManyNow(sql, [params]);
+  }
+
+  async function queryNow<T extends SqlRow>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
+    let stmt = 0;
+    try {
+      stmt = await prepare(sql);
+      bindAll(stmt, params, sql, sqlite3.bind_parameter_count(stmt));
+      const names = sqlite3.column_names(stmt);
+      const rows: T[] = [];
+      while ((await sqlite3.step(stmt)) === SQLite.SQLITE_ROW) {
+        const row: SqlRow = {};
+        for (let i = 0; i < names.length; i++) row[names[i] as string] = readColumn(stmt, i);
+        rows.push(row as T);
+      }
+      return rows;
+    } catch (error) {
+      throw fail(error, sql);
+    } finally {
+      if (stmt) await sqlite3.finalize(stmt);
+    }
+  }
+
+  // The bulk path: one prepare, then bind/step/reset per row, no per-row arrays or closures.
+  async function runManyNow(sql: string, paramRows: readonly (readonly SqlValue[])[]): Promise<{ changes: number }> {
+    let stmt = 0;
+    try {
+      const kind = changeKind(sql);
+      const before = kind === 'unknown' ? await totalChanges() : 0;
+      stmt = await prepare(sql);
+      const count = sqlite3.bind_parameter_count(stmt);
+      let changes = 0;
+      for (let r = 0; r < paramRows.length; r++) {
+        bindAll(stmt, paramRows[r] as readonly SqlValue[], sql, count);
+        await stepToEnd(stmt);
+        if (kind === 'dml') changes += sqlite3.changes(db);
+        await sqlite3.reset(stmt);
+      }
+      if (kind === 'unknown') changes = (await totalChanges()) - before;
+      return { changes };
+    } catch (error) {
+      throw fail(error, sql);
+    } finally {
+      if (stmt) await sqlite3.finalize(stmt);
+    }
+  }
+
+  function statements(isOpen: () => boolean, run: <T>(task: () => Promise<T>) => Promise<T>): SqliteStatements {
+    const guard = <T>(task: () => Promise<T>): Promise<T> => (isOpen() ? run(task) : Promise.reject(closedError()));
+    return {
+      exec: (sql) => guard(() => execNow(sql)),
+      run: (sql, params = []) => guard(() => runNow(sql, params)),
+      query: <T extends SqlRow = SqlRow>(sql: string, params: readonly SqlValue[] = []) => guard(() => queryNow<T>(sql, params)),
+      runMany: (sql, paramRows) => guard(() => runManyNow(sql, paramRows)),
+    };
+  }
+
+  async function transactionNow<T>(fn: (tx: SqliteStatements) => Promise<T>): Promise<T> {
+    await execNow('BEGIN IMMEDIATE');
+    // The transaction's own statements are serialised too, in case fn issues them concurrently.
+    const inner = new SerialQueue();
+    let active = true;
+    // Not `!closed`: close() called meanwhile waits for this transaction, which must still finish.
+    const tx = statements(() => active, (task) => inner.push(task));
+    try {
+      const result = await fn(tx);
+      await inner.push(() => execNow('COMMIT'));
+      active = false;
+      return result;
+    } catch (error) {
+      active = false;
+      // Some errors (SQLITE_FULL, a failed COMMIT of a deferred FK…) may have ended it already.
+      await inner.push(async () => {
+        if (!sqlite3.get_autocommit(db)) await execNow('ROLLBACK').catch(() => undefined);
+      });
+      throw error;
+    } finally {
+      active = false;
+    }
+  }
+
+  // First in the queue, so every later call runs with enforcement on; if it cannot be turned on,
+  // every call fails rather than running without the cascades the client relies on.
+  let openError: unknown;
+  void queue.push(async () => {
+    try {
+      await execNow('PRAGMA foreign_keys = ON');
+      const rows = await queryNow('PRAGMA foreign_keys');
+      if (rows[0]?.['foreign_keys'] !== 1) throw new SqliteError(SQLITE_CODES.ERROR, 'this SQLite build cannot enforce foreign keys');
+    } catch (error) {
+      openError = error;
+    }
+  });
+  const afterOpen = <T>(task: () => Promise<T>) => (): Promise<T> => (openError === undefined ? task() : Promise.reject(openError));
+  const outer = statements(() => !closed, (task) => queue.push(afterOpen(task)));
+
+  return {
+    ...outer,
+    transaction: <T>(fn: (tx: SqliteStatements) => Promise<T>) =>
+      closed ? Promise.reject(closedError()) : queue.push(afterOpen(() => transactionNow(fn))),
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await queue.push(async () => {
+        try {
+          await sqlite3.close(db);
+        } catch (error) {
+          throw fail(error);
+        } finally {
+          await options.onClose?.();
+        }
+      });
+    },
+  };
+}
