@@ -3,6 +3,7 @@
  * handle (a blocked detach, a retry_later attach, a rejected bundle) are results, not errors;
  * failures are `ClientError` (client-web/errors.ts) with a stable `code`.
  */
+import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type SqliteDb } from './sqlite/port.js';
 import { type RetryPolicy } from './transport.js';
 
@@ -146,6 +147,10 @@ export interface PendingStatus {
   readonly checkpoint: number;
   readonly rebuildRequired: boolean;
   readonly nextSourceBundleId: number;
+  /** Set when the server refused this device's source: call `rebuild()` to rotate (rule 5). */
+  readonly sourceRecovery: string | null;
+  /** The server's refusal of the frozen bundle, until `discardRejected()` or a successful push. */
+  readonly rejected: { readonly code: string; readonly message: string } | null;
 }
 
 export interface WatchResult {
@@ -168,8 +173,11 @@ export interface SyncClient {
   pushPending(): Promise<PushResult>;
   /** Applies complete committed bundles up to the frozen stable ceiling. */
   pullToStable(): Promise<PullResult>;
-  /** Rebuilds the synced data from a snapshot session, keeping unpushed local changes. */
-  rebuild(): Promise<RebuildResult>;
+  /**
+   * Rebuilds the synced data from a snapshot session, keeping unpushed local changes. Rotates to
+   * a new source when the server refused this one (`source_recovery_required`) or when asked.
+   */
+  rebuild(options?: { readonly rotateSource?: SourceReplacementReason }): Promise<RebuildResult>;
   /** Drops a frozen bundle the server rejected; the synced data is rebuilt on the next sync. */
   discardRejected(): Promise<{ readonly discardedRows: number }>;
   /** Detaches the user; blocked (a result) while unsynced rows exist. */

@@ -1,0 +1,186 @@
+/**
+ * Applies server data to the local tables: committed rows (pull and push replay), a staged
+ * snapshot (rebuild), and single server rows (conflicts the server wins). Always inside the
+ * caller's transaction, with capture off and foreign keys deferred, and never over a row that
+ * has unpushed local changes (`_sync_dirty` state 0 or 2; state 1 is the frozen bundle being
+ * acknowledged). Row versions only move forward, so re-applying an older bundle is a no-op.
+ */
+import { type CommittedRow } from '../core/protocol/rows.js';
+import { fromWire } from './codec.js';
+import { ClientError, ClientErrorCode } from './errors.js';
+import { stageTable } from './install.js';
+import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
+
+/** Runs `fn` with capture off and foreign keys deferred until the caller's commit. */
+export async function inApplyMode<T>(tx: SqliteStatements, fn: () => Promise<T>): Promise<T> {
+  await tx.exec('PRAGMA defer_foreign_keys = ON');
+  await tx.run('UPDATE _sync_control SET applying = 1 WHERE id = 1');
+  const result = await fn();
+  await tx.run('UPDATE _sync_control SET applying = 0 WHERE id = 1');
+  return result;
+}
+
+const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
+
+/** Statements per table, built once per model. */
+interface TableStatements {
+  readonly upsert: string;
+  readonly remove: string;
+  readonly metaPull: string;
+  readonly metaOwn: string;
+}
+
+const cache = new WeakMap<TableModel, TableStatements>();
+
+function statements(t: TableModel): TableStatements {
+  const hit = cache.get(t);
+  if (hit) return hit;
+  const tbl = lit(t.local);
+  const key = qi(t.key.name);
+  const cols = t.columns.map((c) => qi(c.name));
+  // ?1 = local key, ?2 = incoming row_version, ?3… = column values (or ?3 = deleted flag for meta).
+  const notPending = `NOT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ${tbl} AND key = ?1 AND state <> 1)`;
+  const newer = `coalesce((SELECT row_version FROM _sync_row_meta WHERE tbl = ${tbl} AND key = ?1), -1) < ?2`;
+  const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
+  const meta = `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, ?1, ?2, ?3`;
+  const metaUpdate = 'ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted WHERE excluded.row_version > _sync_row_meta.row_version';
+  const built: TableStatements = {
+    upsert:
+      `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((_, i) => `?${i + 3}`).join(', ')} ` +
+      `WHERE ${notPending} AND ${newer} ` +
+      `ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`,
+    remove: `DELETE FROM ${qi(t.local)} WHERE ${key} = ?1 AND ${notPending} AND ${newer}`,
+    // A pull must not move the base version of a row with local changes: its next push has to
+    // meet the other device's change as a conflict. A replay of our own bundle must move it.
+    metaPull: `${meta} WHERE ${notPending} ${metaUpdate}`,
+    metaOwn: `${meta} WHERE 1 ${metaUpdate}`,
+  };
+  cache.set(t, built);
+  return built;
+}
+
+export interface ApplyStats {
+  readonly applied: number;
+  readonly skipped: number;
+}
+
+function tableOf(model: LocalModel, row: { schema: string; table: string }): TableModel {
+  const table = model.byWire.get(`${row.schema}.${row.table}`);
+  if (!table) throw new ClientError(ClientErrorCode.protocolViolation, `the server sent a row of ${row.schema}.${row.table}, which this client does not manage`);
+  return table;
+}
+
+/** Local key value of a wire key object. */
+export function keyFromWire(table: TableModel, key: Record<string, string>): SqlValue {
+  const text = key[table.key.name];
+  if (text === undefined) throw new ClientError(ClientErrorCode.protocolViolation, `a row of ${table.wireName} has no key column ${table.key.name}`);
+  return fromWire(table.key, text);
+}
+
+/** Local column values of a wire payload, in the model's column order. */
+export function payloadToValues(table: TableModel, payload: Record<string, unknown>): SqlValue[] {
+  return table.columns.map((c) => fromWire(c, payload[c.name]));
+}
+
+/**
+ * Applies committed rows in order. `own` marks the replay of this device's bundle: its frozen
+ * keys are overwritten by the authoritative rows and their base versions always move.
+ */
+export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel, rows: readonly CommittedRow[], own: boolean): Promise<ApplyStats> {
+  let applied = 0;
+  // Consecutive rows of one table and one kind (upsert / delete) run as one prepared batch.
+  for (let i = 0; i < rows.length; ) {
+    const first = rows[i] as CommittedRow;
+    const table = tableOf(model, first);
+    const isDelete = first.op === 'DELETE';
+    const data: SqlValue[][] = [];
+    const meta: SqlValue[][] = [];
+    for (; i < rows.length; i++) {
+      const row = rows[i] as CommittedRow;
+      if (row.op === 'DELETE' !== isDelete || row.schema !== first.schema || row.table !== first.table) break;
+      const key = keyFromWire(table, row.key);
+      if (isDelete) data.push([key, row.row_version]);
+      else data.push([key, row.row_version, ...payloadToValues(table, row.payload ?? {})]);
+      meta.push([key, row.row_version, isDelete ? 1 : 0]);
+    }
+    const s = statements(table);
+    applied += (await tx.runMany(isDelete ? s.remove : s.upsert, data)).changes;
+    await tx.runMany(own ? s.metaOwn : s.metaPull, meta);
+  }
+  return { applied, skipped: rows.length - applied };
+}
+
+/** Stages snapshot rows (already local values) into the stage table of their table. */
+export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, rows: readonly { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> }[]): Promise<void> {
+  for (let i = 0; i < rows.length; ) {
+    const first = rows[i] as (typeof rows)[number];
+    const table = tableOf(model, first);
+    const batch: SqlValue[][] = [];
+    for (; i < rows.length; i++) {
+      const row = rows[i] as (typeof rows)[number];
+      if (row.schema !== first.schema || row.table !== first.table) break;
+      const values = payloadToValues(table, row.payload);
+      values[table.columns.findIndex((c) => c.name === table.key.name)] = keyFromWire(table, row.key);
+      batch.push([...values, row.row_version]);
+    }
+    const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
+    await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, batch);
+  }
+}
+
+/**
+ * Replaces the synced data with the staged snapshot, set-based: upsert every staged row, delete
+ * every local row the snapshot lacks, reset base versions — all except rows with unpushed
+ * changes, which keep their values and their base versions (their push meets any newer server
+ * change as a conflict).
+ */
+export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalModel): Promise<number> {
+  let applied = 0;
+  for (const t of model.tables) {
+    const stage = qi(stageTable(t));
+    const tbl = lit(t.local);
+    const key = qi(t.key.name);
+    const cols = t.columns.map((c) => qi(c.name));
+    const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
+    const pending = (ref: string) => `EXISTS (SELECT 1 FROM _sync_dirty d WHERE d.tbl = ${tbl} AND d.key = ${ref})`;
+    applied += (await tx.run(
+      `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${stage} s ` +
+      `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`)).changes;
+    await tx.run(`DELETE FROM ${qi(t.local)} WHERE NOT EXISTS (SELECT 1 FROM ${stage} s WHERE s.${key} = ${qi(t.local)}.${key}) AND NOT ${pending(`${qi(t.local)}.${key}`)}`);
+    await tx.run(`DELETE FROM _sync_row_meta WHERE tbl = ${tbl} AND NOT ${pending('_sync_row_meta.key')}`);
+    await tx.run(
+      `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, s.${key}, s._sync_row_version, 0 FROM ${stage} s ` +
+      `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (tbl, key) DO NOTHING`);
+  }
+  return applied;
+}
+
+/** Makes one row exactly the server's (a conflict the server wins) and forgets its local change. */
+export async function applyServerRow(tx: SqliteStatements, table: TableModel, keyLocal: SqlValue, version: number, payload: Record<string, unknown> | null): Promise<void> {
+  const key = qi(table.key.name);
+  if (payload === null) {
+    await tx.run(`DELETE FROM ${qi(table.local)} WHERE ${key} = ?`, [keyLocal]);
+  } else {
+    const cols = table.columns.map((c) => qi(c.name));
+    const nonKey = table.columns.filter((c) => c.name !== table.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
+    const values = payloadToValues(table, payload);
+    values[table.columns.findIndex((c) => c.name === table.key.name)] = keyLocal;
+    await tx.run(
+      `INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`,
+      values);
+  }
+  await setRowMeta(tx, table, keyLocal, version, payload === null);
+  await tx.run('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ?', [table.local, keyLocal]);
+}
+
+/** Sets a row's base version (a version 0 "never existed" forgets it). */
+export async function setRowMeta(tx: SqliteStatements, table: TableModel, keyLocal: SqlValue, version: number, deleted: boolean): Promise<void> {
+  if (version === 0) {
+    await tx.run('DELETE FROM _sync_row_meta WHERE tbl = ? AND key = ?', [table.local, keyLocal]);
+    return;
+  }
+  await tx.run(
+    'INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, ?) ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted',
+    [table.local, keyLocal, version, deleted ? 1 : 0]);
+}

@@ -1,0 +1,58 @@
+/**
+ * What every sync step needs: the database, the local model, the transport, the server's limits
+ * and the caller's options. Built once by `openClient`; the steps (push, pull, rebuild) are plain
+ * functions over it, so each stays small and testable on its own.
+ */
+import { type CapabilitiesResponse } from '../core/protocol/meta.js';
+import { type ClientConfig, type Progress } from './api.js';
+import { type LocalModel } from './local-schema.js';
+import { type SqliteDb } from './sqlite/port.js';
+import { type Transport } from './transport.js';
+
+/** The server limits the client sizes its requests by (capabilities' `bundle_limits`). */
+export interface ClientLimits {
+  readonly pushChunkRows: number;
+  readonly maxRowsPerBundle: number;
+  readonly maxBytesPerBundle: number;
+  readonly maxRequestBytes: number;
+  readonly bundlesPerPull: number;
+  readonly rowsPerPage: number;
+  /** Rows per snapshot page: the largest the server serves, since hydration is the bulk path. */
+  readonly snapshotPageRows: number;
+  readonly watchMaxWaitSeconds: number;
+}
+
+export interface ClientContext {
+  readonly db: SqliteDb;
+  readonly model: LocalModel;
+  readonly transport: Transport;
+  readonly limits: ClientLimits;
+  readonly config: ClientConfig;
+  readonly progress: (progress: Progress) => void;
+  /** The current source id, read by the transport on every request; rotation and detach move it. */
+  readonly sourceRef: { current: string };
+  /** Generates a new source id (rotation, detach). */
+  readonly newSourceId: () => string;
+}
+
+function limit(caps: CapabilitiesResponse, name: string, fallback: number): number {
+  const value = caps.bundle_limits[name];
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : fallback;
+}
+
+/** The limits the client uses: the caller's choices, capped by what the server accepts. */
+export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): ClientLimits {
+  const maxChunk = limit(caps, 'max_rows_per_push_chunk', 1000);
+  const maxPage = limit(caps, 'max_rows_per_page', 1000);
+  const maxPull = limit(caps, 'max_bundles_per_pull', 100);
+  return {
+    pushChunkRows: Math.min(config.pushChunkRows ?? limit(caps, 'default_rows_per_push_chunk', 500), maxChunk),
+    maxRowsPerBundle: limit(caps, 'max_rows_per_bundle', 10_000),
+    maxBytesPerBundle: limit(caps, 'max_bytes_per_bundle', 8 * 1024 * 1024),
+    maxRequestBytes: limit(caps, 'max_request_bytes', 1024 * 1024),
+    bundlesPerPull: Math.min(config.pullBundles ?? limit(caps, 'default_bundles_per_pull', 50), maxPull),
+    rowsPerPage: Math.min(config.pageRows ?? limit(caps, 'default_rows_per_page', 500), maxPage),
+    snapshotPageRows: Math.min(config.pageRows ?? maxPage, maxPage),
+    watchMaxWaitSeconds: limit(caps, 'watch_max_wait_seconds', 25),
+  };
+}

@@ -1,0 +1,138 @@
+/**
+ * Installs the client's own objects, idempotently and all prefixed `_sync_` (style.md #8):
+ *
+ * - `_sync_attachment_state`: the attached user, `last_bundle_seq_seen` (the read checkpoint),
+ *   `rebuild_required`, and the initialization lease of a first push.
+ * - `_sync_source_state`: this device's `source_id`, `next_source_bundle_id`, and a rotation in
+ *   flight (recorded before the request, so a crash retries the same rotation).
+ * - `_sync_control`: the apply flag. Capture triggers skip writes made while it is 1; it is only
+ *   ever set inside an apply transaction, and reset on open in case a crash left it set.
+ * - `_sync_dirty`: changed keys per table. `state` 0 = dirty, 1 = frozen into the outbox,
+ *   2 = frozen and changed again since (pushed next time).
+ * - `_sync_row_meta`: the server `row_version` each local row is based on, tombstones included,
+ *   so a push carries the right `base_row_version` and a re-insert of a deleted key its version.
+ * - `_sync_push_state`: the one frozen bundle (its outbox table, source tuple, request hash).
+ *   Its rows live in `_sync_outbox_<n>`; while such a table exists, pull and rebuild fail closed.
+ * - `_sync_rebuild_state` + `_sync_stage_<table>`: a resumable snapshot download.
+ * - `_sync_capabilities`: the server's last capabilities, so the client validates offline.
+ * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, recreated on every open.
+ */
+import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { type SqliteDb, type SqliteStatements } from './sqlite/port.js';
+
+const STATE_DDL = `
+CREATE TABLE IF NOT EXISTS _sync_attachment_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  user_id TEXT,
+  last_bundle_seq_seen INTEGER NOT NULL DEFAULT 0,
+  rebuild_required INTEGER NOT NULL DEFAULT 0,
+  initialization_id TEXT
+);
+INSERT OR IGNORE INTO _sync_attachment_state (id) VALUES (1);
+CREATE TABLE IF NOT EXISTS _sync_source_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  source_id TEXT NOT NULL,
+  next_source_bundle_id INTEGER NOT NULL DEFAULT 1,
+  rotation_new_source_id TEXT,
+  rotation_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS _sync_control (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  applying INTEGER NOT NULL DEFAULT 0
+);
+INSERT OR IGNORE INTO _sync_control (id, applying) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS _sync_dirty (
+  tbl TEXT NOT NULL,
+  key ANY NOT NULL,
+  state INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _sync_row_meta (
+  tbl TEXT NOT NULL,
+  key ANY NOT NULL,
+  row_version INTEGER NOT NULL,
+  deleted INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _sync_push_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  outbox_table TEXT NOT NULL,
+  source_id TEXT NOT NULL,
+  source_bundle_id INTEGER NOT NULL,
+  row_count INTEGER NOT NULL,
+  request_hash TEXT NOT NULL,
+  initialization_id TEXT,
+  rejected TEXT
+);
+CREATE TABLE IF NOT EXISTS _sync_rebuild_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  snapshot_id TEXT,
+  snapshot_bundle_seq INTEGER,
+  row_count INTEGER,
+  next_row_ordinal INTEGER NOT NULL DEFAULT 0,
+  expires_at TEXT,
+  header_source_id TEXT
+);
+CREATE TABLE IF NOT EXISTS _sync_capabilities (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  body TEXT NOT NULL
+);
+`;
+
+/** The state tables every database gets, before the local model is known. */
+export async function installState(db: SqliteDb, newSourceId: () => string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.exec(STATE_DDL);
+    await tx.run('INSERT OR IGNORE INTO _sync_source_state (id, source_id) VALUES (1, ?)', [newSourceId()]);
+    // A crash cannot leave the flag set (it is only set inside a transaction), but a foreign
+    // writer could have; capture must never be silently off.
+    await tx.run('UPDATE _sync_control SET applying = 0 WHERE applying <> 0');
+  });
+}
+
+export function stageTable(t: TableModel): string {
+  return `_sync_stage_${t.local}`;
+}
+
+function triggerSql(t: TableModel): string {
+  const name = (suffix: string) => qi(`_sync_trg_${t.local}_${suffix}`);
+  const table = qi(t.local);
+  const key = qi(t.key.name);
+  const tbl = `'${t.local.replaceAll("'", "''")}'`;
+  const when = 'WHEN (SELECT applying FROM _sync_control WHERE id = 1) = 0';
+  // state 1 (frozen) becomes 2 (frozen, changed again); 0 and 2 stay as they are.
+  const mark = (ref: string) =>
+    `INSERT INTO _sync_dirty (tbl, key, state) VALUES (${tbl}, ${ref}, 0) ON CONFLICT (tbl, key) DO UPDATE SET state = CASE state WHEN 1 THEN 2 ELSE state END;`;
+  return `
+DROP TRIGGER IF EXISTS ${name('ins')};
+DROP TRIGGER IF EXISTS ${name('upd')};
+DROP TRIGGER IF EXISTS ${name('del')};
+CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${mark(`NEW.${key}`)} END;
+CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
+CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;
+`;
+}
+
+/** Capture triggers for every managed table; recreated each open so they follow the model. */
+export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<void> {
+  await db.transaction(async (tx) => {
+    for (const t of model.tables) await tx.exec(triggerSql(t));
+  });
+}
+
+/** (Re)creates the empty stage tables of a fresh snapshot download, shaped like the local tables. */
+export async function resetStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
+  for (const t of model.tables) {
+    const cols = t.columns.map((c) => qi(c.name)).join(', ');
+    await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))};
+CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM ${qi(t.local)} WHERE 0;
+CREATE UNIQUE INDEX ${qi(`${stageTable(t)}_key`)} ON ${qi(stageTable(t))} (${qi(t.key.name)});`);
+  }
+}
+
+/** Names of existing outbox tables (at most one in normal operation). */
+export async function outboxTables(db: SqliteStatements): Promise<string[]> {
+  const rows = await db.query<{ name: string }>(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_sync\\_outbox\\_%' ESCAPE '\\'");
+  return rows.map((r) => r.name);
+}

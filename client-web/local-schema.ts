@@ -1,0 +1,174 @@
+/**
+ * The application's local tables, read from SQLite and checked against the server's
+ * `registered_table_specs` (specification "Client local table requirements", contract §9):
+ * the sync key is the local PRIMARY KEY (`TEXT`, or a UUID `BLOB`), every local column exists on
+ * the server with a compatible type, and the managed set is closed under foreign keys. Any
+ * mismatch refuses to attach with one error naming every problem.
+ */
+import { type TableSpec } from '../core/protocol/meta.js';
+import { wireCategory, type WireCategory } from '../core/protocol/wire-types.js';
+import { type ConflictResolver, type TableConfig } from './api.js';
+import { affinityOf, type Affinity, type ColumnCodec } from './codec.js';
+import { ClientError, ClientErrorCode } from './errors.js';
+import { type SqliteStatements } from './sqlite/port.js';
+
+/** Quotes a SQLite identifier. */
+export function qi(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** One managed table, local and server side. */
+export interface TableModel {
+  readonly schema: string;
+  readonly table: string;
+  /** `schema.table`, the server's name. */
+  readonly wireName: string;
+  readonly local: string;
+  readonly key: ColumnCodec & { readonly kind: 'uuid' | 'text' };
+  /** Local columns (the key included), each with its server type. */
+  readonly columns: readonly ColumnCodec[];
+  /** Parents before children. */
+  readonly order: number;
+  readonly resolver?: ConflictResolver;
+}
+
+export interface LocalModel {
+  /** Parents first. */
+  readonly tables: readonly TableModel[];
+  readonly byLocal: ReadonlyMap<string, TableModel>;
+  readonly byWire: ReadonlyMap<string, TableModel>;
+}
+
+interface LocalColumn {
+  readonly name: string;
+  readonly type: string;
+  readonly notnull: boolean;
+  readonly pk: number;
+}
+
+interface LocalTable {
+  readonly name: string;
+  readonly columns: readonly LocalColumn[];
+  readonly references: readonly string[];
+}
+
+async function readLocalTable(db: SqliteStatements, name: string): Promise<LocalTable | null> {
+  const columns = await db.query<{ name: string; type: string; notnull: number; pk: number }>(
+    'SELECT name, type, "notnull", pk FROM pragma_table_info(?)', [name]);
+  if (columns.length === 0) return null;
+  const fks = await db.query<{ table: string }>('SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)', [name]);
+  return {
+    name,
+    columns: columns.map((c) => ({ name: c.name, type: c.type, notnull: c.notnull === 1, pk: c.pk })),
+    references: fks.map((f) => f.table),
+  };
+}
+
+function compatible(category: WireCategory, affinity: Affinity, untyped: boolean): boolean {
+  if (untyped) return true;
+  switch (category) {
+    case 'bytea':
+      return affinity === 'BLOB';
+    case 'uuid':
+      return affinity === 'TEXT' || affinity === 'BLOB';
+    case 'boolean':
+    case 'integer':
+      return affinity === 'INTEGER' || affinity === 'NUMERIC';
+    case 'float':
+      return affinity === 'REAL' || affinity === 'NUMERIC' || affinity === 'INTEGER';
+    case 'decimal':
+      return affinity !== 'BLOB';
+    case 'json':
+    case 'text':
+    case 'timestamptz':
+      return affinity === 'TEXT';
+    case 'other':
+      return affinity === 'TEXT' || affinity === 'NUMERIC';
+  }
+}
+
+/**
+ * Reads the configured local tables and checks them against the server's specs. Throws
+ * `local_schema_mismatch` naming every problem; answers the model the client runs on.
+ */
+export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModel> {
+  const problems: string[] = [];
+  const specByName = new Map(specs.map((s) => [`${s.schema}.${s.table}`, s]));
+  const models: Omit<TableModel, 'order'>[] = [];
+  const locals = new Map<string, LocalTable>();
+  for (const config of configs) {
+    const wireName = `${config.schema}.${config.table}`;
+    const localName = config.local ?? config.table;
+    const spec = specByName.get(wireName);
+    if (!spec) {
+      problems.push(`${wireName}: the server does not register this table`);
+      continue;
+    }
+    const local = await readLocalTable(db, localName);
+    if (!local) {
+      problems.push(`${wireName}: local table ${localName} does not exist`);
+      continue;
+    }
+    locals.set(localName, local);
+    const pk = local.columns.filter((c) => c.pk > 0);
+    const keyName = spec.sync_key.column;
+    if (pk.length !== 1 || pk[0]?.name !== keyName) {
+      problems.push(`${localName}: the PRIMARY KEY must be exactly the sync key column ${keyName} (found ${pk.map((c) => c.name).join(', ') || 'none'})`);
+    }
+    const serverColumns = new Map(spec.columns.map((c) => [c.name, c]));
+    const columns: ColumnCodec[] = [];
+    for (const column of local.columns) {
+      const server = serverColumns.get(column.name);
+      if (!server) {
+        problems.push(`${localName}.${column.name}: the server table ${wireName} has no such column`);
+        continue;
+      }
+      const codec: ColumnCodec = { name: column.name, category: wireCategory(server.type), affinity: affinityOf(column.type), untyped: column.type === '' };
+      if (!compatible(codec.category, codec.affinity, codec.untyped)) {
+        problems.push(`${localName}.${column.name}: local type ${column.type || '(none)'} cannot hold server type ${server.type}`);
+      }
+      if (column.notnull && server.nullable && column.name !== keyName) {
+        problems.push(`${localName}.${column.name}: NOT NULL locally but nullable on the server (a pulled null would fail)`);
+      }
+      columns.push(codec);
+    }
+    const key = columns.find((c) => c.name === keyName);
+    if (key) {
+      const keyOk = spec.sync_key.kind === 'text' ? key.affinity === 'TEXT' : key.affinity === 'TEXT' || (key.affinity === 'BLOB' && !key.untyped);
+      if (!keyOk) problems.push(`${localName}.${keyName}: a ${spec.sync_key.kind} sync key must be TEXT PRIMARY KEY${spec.sync_key.kind === 'uuid' ? ' or BLOB PRIMARY KEY' : ''}`);
+      models.push({ schema: config.schema, table: config.table, wireName, local: localName, key: { ...key, kind: spec.sync_key.kind }, columns, ...(config.resolver ? { resolver: config.resolver } : {}) });
+    } else if (pk.length === 1) {
+      problems.push(`${localName}: has no column ${keyName}`);
+    }
+  }
+  for (const local of locals.values()) {
+    for (const ref of local.references) {
+      if (!locals.has(ref)) problems.push(`${local.name}: references ${ref}, which is not a managed table (the managed set must be closed under foreign keys)`);
+    }
+  }
+  if (problems.length > 0) {
+    throw new ClientError(ClientErrorCode.localSchemaMismatch, `local tables do not match the server: ${problems.join('; ')}`, { problems });
+  }
+  const order = parentFirst([...locals.values()]);
+  const tables = models.map((m) => ({ ...m, order: order.get(m.local) ?? 0 })).sort((a, b) => a.order - b.order);
+  return {
+    tables,
+    byLocal: new Map(tables.map((t) => [t.local, t])),
+    byWire: new Map(tables.map((t) => [t.wireName, t])),
+  };
+}
+
+/** Topological order, parents first; cycles are fine because apply defers foreign keys. */
+function parentFirst(tables: readonly LocalTable[]): Map<string, number> {
+  const byName = new Map(tables.map((t) => [t.name, t]));
+  const order = new Map<string, number>();
+  const visiting = new Set<string>();
+  const visit = (name: string): void => {
+    if (order.has(name) || visiting.has(name)) return;
+    visiting.add(name);
+    for (const ref of byName.get(name)?.references ?? []) if (ref !== name) visit(ref);
+    order.set(name, order.size);
+  };
+  for (const t of [...tables].sort((a, b) => (a.name < b.name ? -1 : 1))) visit(t.name);
+  return order;
+}

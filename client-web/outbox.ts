@@ -1,0 +1,193 @@
+/**
+ * The outbox: freezing the dirty set into one bundle, and reading or rewriting it.
+ *
+ * A freeze turns every dirty key into at most one pushed row, reading the row as it is now
+ * (coalescing all edits since the last push): present locally → INSERT (base 0, or the
+ * tombstone's version) or UPDATE (base = the version it is based on); gone locally → DELETE of a
+ * row the server knows, or nothing for a key the server never saw. The frozen rows, their order
+ * and their canonical request hash never change across retries, so a crash or an unknown commit
+ * outcome resumes the very same bundle; edits made after the freeze wait for the next one.
+ */
+import canonicalize from 'canonicalize';
+import { toWire } from './codec.js';
+import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
+import { readFrozen, readSource, readAttachment, type FrozenBundle } from './state.js';
+
+export type WireOp = 'INSERT' | 'UPDATE' | 'DELETE';
+
+/** A pushed row exactly as it goes on the wire (specification "Row shapes"). */
+export interface PushedWireRow {
+  readonly schema: string;
+  readonly table: string;
+  readonly key: Record<string, string>;
+  readonly op: WireOp;
+  readonly base_row_version: number;
+  readonly payload: Record<string, unknown> | null;
+}
+
+/** A frozen row with what the client needs to map it back to its local row. */
+export interface OutboxRow {
+  readonly table: TableModel;
+  readonly keyLocal: SqlValue;
+  readonly keyWire: string;
+  readonly wire: PushedWireRow;
+}
+
+/** The size limits a freeze respects (from the server's `bundle_limits`). */
+export interface FreezeLimits {
+  readonly maxRows: number;
+  readonly maxBytes: number;
+}
+
+/** Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the pushed rows (contract §4). */
+export async function requestHash(rows: readonly PushedWireRow[]): Promise<string> {
+  const text = canonicalize(rows) ?? '[]';
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** The wire key text of a local key value. */
+export function keyToWire(table: TableModel, key: SqlValue): string {
+  return String(toWire(table.key, key));
+}
+
+/** The wire payload of a local row: every local column, the key included. */
+export function rowToPayload(table: TableModel, row: Record<string, SqlValue>): Record<string, unknown> {
+  const payload: Record<string, unknown> = {};
+  for (const column of table.columns) payload[column.name] = toWire(column, row[column.name] ?? null);
+  return payload;
+}
+
+function wireRow(table: TableModel, keyWire: string, op: WireOp, base: number, payload: Record<string, unknown> | null): PushedWireRow {
+  return { schema: table.schema, table: table.table, key: { [table.key.name]: keyWire }, op, base_row_version: base, payload };
+}
+
+const OUTBOX_DDL = (name: string) => `CREATE TABLE ${qi(name)} (
+  ordinal INTEGER PRIMARY KEY,
+  tbl TEXT NOT NULL,
+  key_local ANY NOT NULL,
+  key_wire TEXT NOT NULL,
+  op TEXT NOT NULL,
+  base_row_version INTEGER NOT NULL,
+  payload TEXT
+)`;
+
+/**
+ * Freezes the dirty set into `_sync_outbox_<n>` (inside the caller's transaction) and answers the
+ * frozen bundle, or the one already frozen, or null when nothing needs pushing.
+ */
+export async function freeze(tx: SqliteStatements, model: LocalModel, limits: FreezeLimits): Promise<FrozenBundle | null> {
+  const existing = await readFrozen(tx);
+  if (existing) return existing;
+  const source = await readSource(tx);
+  const attachment = await readAttachment(tx);
+  const rows: OutboxRow[] = [];
+  const vanished: [string, SqlValue][] = [];
+  let bytes = 0;
+  outer: for (const table of model.tables) {
+    const cols = table.columns.map((c) => `t.${qi(c.name)}`).join(', ');
+    const found = await tx.query(
+      `SELECT d.key AS __k, m.row_version AS __v, m.deleted AS __d, t.${qi(table.key.name)} IS NOT NULL AS __e, ${cols}
+         FROM _sync_dirty d
+         LEFT JOIN ${qi(table.local)} t ON t.${qi(table.key.name)} = d.key
+         LEFT JOIN _sync_row_meta m ON m.tbl = d.tbl AND m.key = d.key
+        WHERE d.tbl = ? ORDER BY d.key`, [table.local]);
+    for (const r of found) {
+      const keyLocal = r['__k'] ?? null;
+      const version = r['__v'] === null || r['__v'] === undefined ? 0 : Number(r['__v']);
+      const tombstone = r['__d'] === 1;
+      const known = version > 0 && !tombstone;
+      const keyWire = keyToWire(table, keyLocal);
+      let row: PushedWireRow;
+      if (r['__e'] === 1) {
+        row = wireRow(table, keyWire, known ? 'UPDATE' : 'INSERT', version, rowToPayload(table, r));
+      } else if (known) {
+        row = wireRow(table, keyWire, 'DELETE', version, null);
+      } else {
+        vanished.push([table.local, keyLocal]);
+        continue;
+      }
+      const size = JSON.stringify(row).length;
+      if (rows.length + 1 > limits.maxRows || bytes + size > limits.maxBytes) break outer;
+      bytes += size;
+      rows.push({ table, keyLocal, keyWire, wire: row });
+    }
+  }
+  await tx.runMany('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ?', vanished);
+  if (rows.length === 0) return null;
+  const outboxTable = `_sync_outbox_${source.nextSourceBundleId}`;
+  await tx.exec(`DROP TABLE IF EXISTS ${qi(outboxTable)}; ${OUTBOX_DDL(outboxTable)}`);
+  await writeOutboxRows(tx, outboxTable, rows);
+  await tx.runMany('UPDATE _sync_dirty SET state = 1 WHERE tbl = ? AND key = ?', rows.map((r) => [r.table.local, r.keyLocal]));
+  const frozen: FrozenBundle = {
+    outboxTable,
+    sourceId: source.sourceId,
+    sourceBundleId: source.nextSourceBundleId,
+    rowCount: rows.length,
+    requestHash: await requestHash(rows.map((r) => r.wire)),
+    initializationId: attachment.initializationId,
+    rejected: null,
+  };
+  await tx.run(
+    `INSERT INTO _sync_push_state (id, outbox_table, source_id, source_bundle_id, row_count, request_hash, initialization_id, rejected)
+     VALUES (1, ?, ?, ?, ?, ?, ?, NULL)`,
+    [frozen.outboxTable, frozen.sourceId, frozen.sourceBundleId, frozen.rowCount, frozen.requestHash, frozen.initializationId]);
+  return frozen;
+}
+
+async function writeOutboxRows(tx: SqliteStatements, outboxTable: string, rows: readonly OutboxRow[]): Promise<void> {
+  await tx.runMany(
+    `INSERT INTO ${qi(outboxTable)} (ordinal, tbl, key_local, key_wire, op, base_row_version, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    rows.map((r, i) => [i, r.table.local, r.keyLocal, r.keyWire, r.wire.op, r.wire.base_row_version, r.wire.payload === null ? null : JSON.stringify(r.wire.payload)]));
+}
+
+/** The frozen rows in ordinal order. */
+export async function readOutbox(db: SqliteStatements, model: LocalModel, frozen: FrozenBundle): Promise<OutboxRow[]> {
+  const found = await db.query<{ tbl: string; key_local: SqlValue; key_wire: string; op: WireOp; base_row_version: number; payload: string | null }>(
+    `SELECT tbl, key_local, key_wire, op, base_row_version, payload FROM ${qi(frozen.outboxTable)} ORDER BY ordinal`);
+  return found.map((r) => {
+    const table = model.byLocal.get(r.tbl);
+    if (!table) throw new Error(`lockstep: the outbox names table ${r.tbl}, which is no longer managed`);
+    const payload = r.payload === null ? null : (JSON.parse(r.payload) as Record<string, unknown>);
+    return { table, keyLocal: r.key_local, keyWire: r.key_wire, wire: wireRow(table, r.key_wire, r.op, Number(r.base_row_version), payload) };
+  });
+}
+
+/**
+ * Replaces the frozen rows after conflict resolution (same source tuple: a refused bundle
+ * consumed nothing) and answers the updated bundle, or null when nothing is left to push.
+ */
+export async function rewriteOutbox(tx: SqliteStatements, frozen: FrozenBundle, rows: readonly OutboxRow[]): Promise<FrozenBundle | null> {
+  await tx.exec(`DELETE FROM ${qi(frozen.outboxTable)}`);
+  if (rows.length === 0) {
+    await dropOutbox(tx, frozen);
+    return null;
+  }
+  await writeOutboxRows(tx, frozen.outboxTable, rows);
+  const hash = await requestHash(rows.map((r) => r.wire));
+  await tx.run('UPDATE _sync_push_state SET row_count = ?, request_hash = ?, rejected = NULL WHERE id = 1', [rows.length, hash]);
+  return { ...frozen, rowCount: rows.length, requestHash: hash, rejected: null };
+}
+
+/** Forgets the frozen bundle: its table, its state row, and the frozen marks of its keys. */
+export async function dropOutbox(tx: SqliteStatements, frozen: FrozenBundle): Promise<void> {
+  await tx.exec(`DROP TABLE IF EXISTS ${qi(frozen.outboxTable)}`);
+  await tx.run('DELETE FROM _sync_push_state WHERE id = 1');
+  // Keys changed again after the freeze (2) stay dirty for the next bundle.
+  await tx.run('DELETE FROM _sync_dirty WHERE state = 1');
+  await tx.run('UPDATE _sync_dirty SET state = 0 WHERE state = 2');
+}
+
+/**
+ * Returns the frozen rows to the dirty set, for a bundle the server definitively refused before
+ * committing (a scope or source refusal at create): the tuple was not consumed, and the local
+ * rows still hold every change, so the next freeze captures the same intent again.
+ */
+export async function unfreeze(tx: SqliteStatements, frozen: FrozenBundle): Promise<void> {
+  await tx.exec(`DROP TABLE IF EXISTS ${qi(frozen.outboxTable)}`);
+  await tx.run('DELETE FROM _sync_push_state WHERE id = 1');
+  await tx.run('UPDATE _sync_dirty SET state = 0 WHERE state <> 0');
+}
+
+export { wireRow };

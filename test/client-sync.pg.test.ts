@@ -1,0 +1,216 @@
+/**
+ * Issue 6 (web client), the everyday paths: a fresh install hydrates, devices of one user converge
+ * through interleaved inserts, updates, deletes and cascades, offline writes survive a restart,
+ * every wire type round-trips, server data is never captured as a local change, attach and
+ * detach follow rules 7–8, and mismatched local tables are refused with a typed error.
+ * Real wa-sqlite under Node, real HTTP, real PostgreSQL.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClientError } from '../client-web/errors.js';
+import { openClient } from '../client-web/client.js';
+import { openNodeSqlite } from '../client-web/sqlite/node.js';
+import { sql } from '../core/db/sql.js';
+import { serverWrite } from '../core/sync/server-write.js';
+import { blobOfUuid, expectConverged, localState, openDevice, serverState, write, type Device } from './support/client-harness.js';
+import { signToken, startTestServer, type TestServer } from './support/server.js';
+
+const uuid = () => randomUUID();
+
+describe('web client: everyday sync', () => {
+  let s: TestServer;
+  let dir: string;
+  const devices: Device[] = [];
+  const device = async (user: string, options: Parameters<typeof openDevice>[2] = {}) => {
+    const d = await openDevice(s, user, options);
+    devices.push(d);
+    return d;
+  };
+  beforeAll(async () => {
+    s = await startTestServer();
+    dir = mkdtempSync(join(tmpdir(), 'lockstep-client-'));
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await s?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a first device with offline writes initializes the user; a fresh device hydrates everything', async () => {
+    const a = await device('u-hydrate');
+    const listId = uuid();
+    await write.list(a.db, listId, 'groceries', 1);
+    for (let i = 0; i < 250; i++) await write.item(a.db, uuid(), listId, `item ${i}`, { done: i % 3 === 0 });
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(251);
+
+    const attached = await a.client.attach('u-hydrate');
+    expect(attached).toMatchObject({ status: 'attached', resolution: 'initialize_local' });
+    const after = await a.client.pendingStatus();
+    expect(after).toMatchObject({ dirtyRows: 0, frozenRows: 0, checkpoint: 1, nextSourceBundleId: 2, attachedUserId: 'u-hydrate' });
+    const server = await serverState(s, 'u-hydrate');
+    expect(Object.keys(server.items)).toHaveLength(250);
+
+    const progress: number[] = [];
+    const b = await device('u-hydrate', { config: { onProgress: (p) => p.phase === 'hydrate' && progress.push(p.rowsDone), pageRows: 40 } });
+    const hydrated = await b.client.attach('u-hydrate');
+    expect(hydrated).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 251 });
+    await expectConverged(s, 'u-hydrate', a, b);
+    // Pages of 40 rows: the progress callback moved page by page up to the total.
+    expect(progress.at(-1)).toBe(251);
+    expect(progress.length).toBeGreaterThanOrEqual(7);
+    expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
+  });
+
+  it('two devices converge through interleaved inserts, updates, deletes and a cascade', async () => {
+    const a = await device('u-two');
+    const b = await device('u-two');
+    expect((await a.client.attach('u-two')).status).toBe('attached');
+    expect((await b.client.attach('u-two')).status).toBe('attached');
+    const [l1, l2] = [uuid(), uuid()];
+    const items = Array.from({ length: 6 }, () => uuid());
+    await write.list(a.db, l1, 'one');
+    await write.list(a.db, l2, 'two');
+    for (const [i, id] of items.entries()) await write.item(a.db, id, i < 3 ? l1 : l2, `a${i}`);
+    expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 8 });
+    await b.client.sync();
+    await expectConverged(s, 'u-two', a, b);
+
+    // B edits and deletes; A edits other rows meanwhile; both sync twice.
+    await write.item(b.db, items[0] as string, l1, 'b-edited', { done: true });
+    await write.deleteItem(b.db, items[1] as string);
+    await write.list(a.db, l2, 'two (renamed)', 7);
+    await write.item(a.db, items[4] as string, l2, 'a-edited');
+    await b.client.sync();
+    await a.client.sync();
+    await b.client.sync();
+    const state = await expectConverged(s, 'u-two', a, b);
+    expect(state.items[items[0] as string]).toMatchObject({ body: 'b-edited', done: true });
+    expect(state.items[items[1] as string]).toBeUndefined();
+    expect(state.lists[l2]).toEqual({ title: 'two (renamed)', position: 7 });
+
+    // A deletes a list: SQLite cascades locally, PostgreSQL cascades on the server, and B gets
+    // one bundle with the list and its items gone.
+    await write.deleteList(a.db, l1);
+    expect(await a.db.query('SELECT id FROM items WHERE list_id = ?', [blobOfUuid(l1)])).toHaveLength(0);
+    await a.client.sync();
+    const pulled = await b.client.sync();
+    expect(pulled.pull?.bundlesApplied).toBe(1);
+    const final = await expectConverged(s, 'u-two', a, b);
+    expect(Object.keys(final.lists)).toEqual([l2]);
+    expect(Object.keys(final.items).sort()).toEqual(items.slice(3).sort());
+    // Nothing the pulls applied was captured as a local change.
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(0);
+    expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
+  });
+
+  it('writes made offline survive a restart and reach the other device', async () => {
+    const path = join(dir, 'restart.db');
+    const a = await device('u-restart', { path });
+    const b = await device('u-restart');
+    await a.client.attach('u-restart');
+    await b.client.attach('u-restart');
+    const listId = uuid();
+    await write.list(a.db, listId, 'before restart');
+    await write.item(a.db, uuid(), listId, 'offline 1');
+    await a.reopen();
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(2);
+    expect((await a.client.sync()).push.status).toBe('committed');
+    await a.reopen();
+    const status = await a.client.pendingStatus();
+    expect(status).toMatchObject({ attachedUserId: 'u-restart', dirtyRows: 0, checkpoint: 1, nextSourceBundleId: 2 });
+    await b.client.sync();
+    await expectConverged(s, 'u-restart', a, b);
+  });
+
+  it('UUID BLOB and TEXT keys, binary attachments and every wire type round-trip exactly', async () => {
+    const a = await device('u-types');
+    const b = await device('u-types');
+    await a.client.attach('u-types');
+    await b.client.attach('u-types');
+    const listId = uuid();
+    const itemId = uuid();
+    const bytes = new Uint8Array(256 * 40).map((_, i) => (i * 7) % 256);
+    await write.list(a.db, listId, 'binary');
+    await write.item(a.db, itemId, listId, 'with attachment', { attachment: bytes });
+    await a.db.run(
+      'INSERT INTO kinds (code, big, amount, ratio, meta, seen_at, flag, blob, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ['k1', 9007199254740993n, '12345678901234.5678', 0.1 + 0.2, '{"a":[1,2,{"b":null}],"u":"ü"}', '2026-11-23T10:00:00.123456+00:00', 1, new Uint8Array([0, 255, 1]), 'ünïcødé ✓']);
+    await a.db.run('INSERT INTO kinds (code) VALUES (?)', ['k-null']);
+    await a.client.sync();
+    await b.client.sync();
+    await expectConverged(s, 'u-types', a, b);
+
+    const server = await s.t.exec("SELECT big::text, amount::text, ratio, meta, seen_at, flag, encode(blob, 'hex') AS blob, label FROM app.kinds WHERE _sync_scope_id = 'u-types' AND code = 'k1'");
+    expect(server.rows[0]).toMatchObject({ big: '9007199254740993', amount: '12345678901234.5678', ratio: 0.1 + 0.2, meta: { a: [1, 2, { b: null }], u: 'ü' }, flag: true, blob: '00ff01', label: 'ünïcødé ✓' });
+    expect(new Date(server.rows[0].seen_at).toISOString()).toBe('2026-11-23T10:00:00.123Z');
+    const [k1] = await b.db.query('SELECT * FROM kinds WHERE code = ?', ['k1']);
+    expect(k1).toMatchObject({ big: 9007199254740993n, amount: '12345678901234.5678', ratio: 0.1 + 0.2, flag: 1, label: 'ünïcødé ✓' });
+    expect(JSON.parse(k1?.['meta'] as string)).toEqual({ a: [1, 2, { b: null }], u: 'ü' });
+    expect(Date.parse(k1?.['seen_at'] as string)).toBe(Date.parse('2026-11-23T10:00:00.123456+00:00'));
+    expect(Buffer.from(k1?.['blob'] as Uint8Array).toString('hex')).toBe('00ff01');
+    const [kNull] = await b.db.query('SELECT big, amount, ratio, meta, seen_at, flag, blob, label FROM kinds WHERE code = ?', ['k-null']);
+    expect(Object.values(kNull ?? {}).every((v) => v === null)).toBe(true);
+    const [item] = await b.db.query('SELECT attachment, typeof(list_id) AS t FROM items WHERE id = ?', [itemId]);
+    expect(Buffer.from(item?.['attachment'] as Uint8Array).equals(Buffer.from(bytes))).toBe(true);
+    expect(item?.['t']).toBe('blob');
+  });
+
+  it('server-originated writes reach every device as one bundle', async () => {
+    const a = await device('u-server');
+    await a.client.attach('u-server');
+    const listId = uuid();
+    await serverWrite(s.t.db, { userId: 'u-server', sourceId: 'server:test', retainedBundlesPerUser: 10_000 }, async (tx, scope) => {
+      await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title) VALUES (${listId}, ${scope}, 'from the backend')`);
+      await tx.query(sql`INSERT INTO app.items (id, _sync_scope_id, list_id, body) VALUES (${uuid()}, ${scope}, ${listId}, 'server item')`);
+    });
+    const result = await a.client.sync();
+    expect(result.pull).toMatchObject({ bundlesApplied: 1, rowsApplied: 2 });
+    await expectConverged(s, 'u-server', a);
+  });
+
+  it('detach is blocked while rows are pending, then clears the cache; anonymous writes land after a later attach', async () => {
+    const a = await device('u-detach');
+    await a.client.attach('u-detach');
+    const listId = uuid();
+    await write.list(a.db, listId, 'mine');
+    expect(await a.client.detach()).toEqual({ status: 'blocked', pendingRows: 1 });
+    await a.client.sync();
+    const before = (await a.client.pendingStatus()).sourceId;
+    expect(await a.client.detach()).toEqual({ status: 'detached' });
+    expect(await localState(a.db)).toEqual({ lists: {}, items: {} });
+    const detached = await a.client.pendingStatus();
+    expect(detached).toMatchObject({ attachedUserId: null, checkpoint: 0, dirtyRows: 0, nextSourceBundleId: 1 });
+    expect(detached.sourceId).not.toBe(before);
+
+    // Capture is back on: an anonymous write is pending and goes to whoever attaches next.
+    const anon = uuid();
+    await write.list(a.db, anon, 'written while detached');
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(1);
+    a.user = 'u-detach-2';
+    expect(await a.client.attach('u-detach-2')).toMatchObject({ status: 'attached', resolution: 'initialize_local' });
+    expect(Object.keys((await serverState(s, 'u-detach-2')).lists)).toEqual([anon]);
+    // The first user's data did not leak into the second stream, nor the other way round.
+    expect(Object.keys((await serverState(s, 'u-detach')).lists)).toEqual([listId]);
+    await expect(a.client.attach('u-detach')).rejects.toMatchObject({ code: 'attached_to_other_user' });
+  });
+
+  it('refuses local tables that do not match the server, naming every problem', async () => {
+    const db = await openNodeSqlite();
+    await db.exec(`
+      CREATE TABLE lists (id INTEGER PRIMARY KEY, title TEXT NOT NULL, colour TEXT);
+      CREATE TABLE items (id TEXT PRIMARY KEY, list_id BLOB REFERENCES lists(id), body TEXT NOT NULL, done INTEGER, attachment BLOB, notes TEXT NOT NULL);`);
+    const error = await openClient({ baseUrl: s.url, getToken: () => signToken('u-schema'), db, tables: [{ schema: 'app', table: 'lists' }, { schema: 'app', table: 'items' }, { schema: 'app', table: 'nope' }] })
+      .then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(ClientError);
+    expect((error as ClientError).code).toBe('local_schema_mismatch');
+    const problems = ((error as ClientError).details as { problems: string[] }).problems.join('\n');
+    expect(problems).toMatch(/app\.nope: the server does not register this table/);
+    expect(problems).toMatch(/lists\.id: .*INTEGER/);
+    expect(problems).toMatch(/lists\.colour: the server table app\.lists has no such column/);
+    expect(problems).toMatch(/items\.notes/);
+    await db.close();
+  });
+});

@@ -1,0 +1,167 @@
+/**
+ * Client devices for tests: the real client over wa-sqlite under Node (in memory, or a file so a
+ * test can close and reopen it: a restart), talking HTTP to a real test server. Plus readers that
+ * put the server's rows and a device's rows into one comparable shape, each with its own
+ * independent conversion (not the client's codec), so a codec bug cannot hide itself.
+ */
+import { expect } from 'vitest';
+import { type ClientConfig, type SyncClient, type TableConfig } from '../../client-web/api.js';
+import { openClient } from '../../client-web/client.js';
+import { openNodeSqlite } from '../../client-web/sqlite/node.js';
+import { type SqliteDb } from '../../client-web/sqlite/port.js';
+import { signToken, type TestServer } from './server.js';
+
+/** The app schema of test/support/schemas.ts, locally: UUID keys as BLOB (lists) and TEXT (items). */
+export const LOCAL_APP_SQL = `
+CREATE TABLE IF NOT EXISTS lists (
+  id BLOB PRIMARY KEY,
+  title TEXT NOT NULL,
+  position INTEGER
+);
+CREATE TABLE IF NOT EXISTS items (
+  id TEXT PRIMARY KEY,
+  list_id BLOB NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+  body TEXT NOT NULL,
+  done INTEGER NOT NULL DEFAULT 0,
+  attachment BLOB
+);
+CREATE TABLE IF NOT EXISTS kinds (
+  code TEXT PRIMARY KEY,
+  big INTEGER,
+  amount TEXT,
+  ratio REAL,
+  meta TEXT,
+  seen_at TEXT,
+  flag INTEGER,
+  blob BLOB,
+  label TEXT
+);
+`;
+
+export const LOCAL_APP_TABLES: readonly TableConfig[] = [
+  { schema: 'app', table: 'lists' },
+  { schema: 'app', table: 'items' },
+  { schema: 'app', table: 'kinds' },
+];
+
+/** Fast retries: tests inject faults and should not wait seconds for backoff. */
+export const TEST_RETRY = { maxAttempts: 5, baseDelayMs: 5, maxDelayMs: 50 } as const;
+
+export interface DeviceOptions {
+  /** File path: the device survives `reopen()`; without it the database lives in memory. */
+  readonly path?: string;
+  readonly tables?: readonly TableConfig[];
+  readonly schemaSql?: string;
+  readonly config?: Partial<Omit<ClientConfig, 'db' | 'tables' | 'baseUrl' | 'getToken'>>;
+  /** Base URL override (a fault proxy in front of the server). */
+  readonly url?: string;
+}
+
+export interface Device {
+  client: SyncClient;
+  db: SqliteDb;
+  /** Which user's token the device sends. */
+  user: string;
+  /** Closes and opens the same file again (a restart); only with `path`. */
+  reopen(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openDevice(server: TestServer, user: string, options: DeviceOptions = {}): Promise<Device> {
+  const tokens = new Map<string, Promise<string>>();
+  const device: Device = {
+    user,
+    client: undefined as unknown as SyncClient,
+    db: undefined as unknown as SqliteDb,
+    async reopen() {
+      if (!options.path) throw new Error('reopen needs a file-backed device');
+      await device.client.close().catch(() => undefined);
+      await open();
+    },
+    async close() {
+      await device.client.close().catch(() => undefined);
+    },
+  };
+  const open = async () => {
+    device.db = await openNodeSqlite(options.path ? { path: options.path } : {});
+    await device.db.exec(options.schemaSql ?? LOCAL_APP_SQL);
+    device.client = await openClient({
+      baseUrl: options.url ?? server.url,
+      getToken: () => {
+        let token = tokens.get(device.user);
+        if (!token) tokens.set(device.user, (token = signToken(device.user)));
+        return token;
+      },
+      db: device.db,
+      tables: options.tables ?? LOCAL_APP_TABLES,
+      retry: TEST_RETRY,
+      ...options.config,
+    });
+  };
+  await open();
+  return device;
+}
+
+const hex = (v: unknown): string | null => (v === null || v === undefined ? null : Buffer.from(v as Uint8Array).toString('hex'));
+
+/** A UUID stored as 16 bytes, as dashed text. */
+export function uuidOfBlob(v: unknown): string {
+  const h = hex(v) ?? '';
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+export function blobOfUuid(id: string): Uint8Array {
+  return new Uint8Array(Buffer.from(id.replaceAll('-', ''), 'hex'));
+}
+
+export interface AppState {
+  lists: Record<string, { title: string; position: number | null }>;
+  items: Record<string, { list_id: string; body: string; done: boolean; attachment: string | null }>;
+}
+
+/** The server's lists and items of one user. */
+export async function serverState(server: TestServer, userId: string): Promise<AppState> {
+  const lists = await server.t.exec('SELECT id::text, title, position FROM app.lists WHERE _sync_scope_id = $1', [userId]);
+  const items = await server.t.exec("SELECT id::text, list_id::text, body, done, encode(attachment, 'hex') AS attachment FROM app.items WHERE _sync_scope_id = $1", [userId]);
+  const state: AppState = { lists: {}, items: {} };
+  for (const r of lists.rows) state.lists[r.id] = { title: r.title, position: r.position };
+  for (const r of items.rows) state.items[r.id] = { list_id: r.list_id, body: r.body, done: r.done, attachment: r.attachment };
+  return state;
+}
+
+/** A device's lists and items. */
+export async function localState(db: SqliteDb): Promise<AppState> {
+  const state: AppState = { lists: {}, items: {} };
+  for (const r of await db.query('SELECT id, title, position FROM lists')) {
+    state.lists[uuidOfBlob(r['id'])] = { title: r['title'] as string, position: r['position'] === null ? null : Number(r['position']) };
+  }
+  for (const r of await db.query('SELECT id, list_id, body, done, attachment FROM items')) {
+    state.items[r['id'] as string] = { list_id: uuidOfBlob(r['list_id']), body: r['body'] as string, done: r['done'] === 1, attachment: hex(r['attachment']) };
+  }
+  return state;
+}
+
+/** Asserts that every device holds exactly the server's rows of the user. */
+export async function expectConverged(server: TestServer, userId: string, ...devices: Device[]): Promise<AppState> {
+  const expected = await serverState(server, userId);
+  for (const d of devices) expect(await localState(d.db)).toEqual(expected);
+  return expected;
+}
+
+/** Local writes the way an application makes them. */
+export const write = {
+  async list(db: SqliteDb, id: string, title: string, position: number | null = null): Promise<void> {
+    await db.run('INSERT INTO lists (id, title, position) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET title = excluded.title, position = excluded.position', [blobOfUuid(id), title, position]);
+  },
+  async item(db: SqliteDb, id: string, listId: string, body: string, extra: { done?: boolean; attachment?: Uint8Array | null } = {}): Promise<void> {
+    await db.run(
+      'INSERT INTO items (id, list_id, body, done, attachment) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET list_id = excluded.list_id, body = excluded.body, done = excluded.done, attachment = excluded.attachment',
+      [id, blobOfUuid(listId), body, extra.done ? 1 : 0, extra.attachment ?? null]);
+  },
+  async deleteList(db: SqliteDb, id: string): Promise<void> {
+    await db.run('DELETE FROM lists WHERE id = ?', [blobOfUuid(id)]);
+  },
+  async deleteItem(db: SqliteDb, id: string): Promise<void> {
+    await db.run('DELETE FROM items WHERE id = ?', [id]);
+  },
+};
