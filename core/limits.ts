@@ -20,6 +20,8 @@ export interface Limits {
   readonly retainedBundlesPerUser: number;
   readonly watchMaxWaitSeconds: number;
   readonly watchDefaultWaitSeconds: number;
+  /** Pause between the point reads of one watch long poll. */
+  readonly watchPollIntervalMs: number;
   /** Conflicts reported in one push_conflict answer; the client resolves them in one round. */
   readonly maxConflictsPerAnswer: number;
   /** Statement timeout applied by runTx and the managed functions' callers. */
@@ -28,6 +30,26 @@ export interface Limits {
   readonly lockTimeoutMs: number;
   /** Rows deleted per statement by maintenance, so it never holds locks for long. */
   readonly maintenanceBatchRows: number;
+  /**
+   * UTF-8 bytes of one sync key value. Keys live in btree indexes (staged rows, row_state, the
+   * business primary key beside the scope), whose entries stop at ~2.7 kB; beyond that
+   * PostgreSQL fails the statement (54000) whatever the row. 1024 leaves room for the scope.
+   */
+  readonly maxKeyBytes: number;
+  /**
+   * Nesting of one json/jsonb payload value. The canonicaliser that hashes committed rows
+   * (sync.jcs) recurses once per level in plpgsql, so a deeper value would exhaust the stack
+   * (54001) during commit, after staging accepted it; it is refused up front instead.
+   */
+  readonly maxJsonDepth: number;
+  /** Row problems listed in one invalid_request answer's `details`. */
+  readonly maxProblemsPerAnswer: number;
+  /** `Retry-After` of a 503 that carries no more specific interval. */
+  readonly unavailableRetryAfterSeconds: number;
+  /** How long the runtime's pool waits for a database connection (or a free slot) before 503. */
+  readonly dbConnectTimeoutMs: number;
+  /** How long an idle pooled connection is kept. */
+  readonly dbIdleTimeoutMs: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -47,10 +69,17 @@ export const defaultLimits: Limits = Object.freeze({
   retainedBundlesPerUser: 10_000,
   watchMaxWaitSeconds: 25,
   watchDefaultWaitSeconds: 20,
+  watchPollIntervalMs: 250,
   maxConflictsPerAnswer: 100,
   statementTimeoutMs: 30_000,
   lockTimeoutMs: 10_000,
   maintenanceBatchRows: 5000,
+  maxKeyBytes: 1024,
+  maxJsonDepth: 64,
+  maxProblemsPerAnswer: 20,
+  unavailableRetryAfterSeconds: 1,
+  dbConnectTimeoutMs: 10_000,
+  dbIdleTimeoutMs: 30_000,
 });
 
 /** The wire names of the limits, as capabilities' `bundle_limits` reports them. */

@@ -18,7 +18,8 @@ export const routes: readonly Route[] = [
     auth: false,
     run: async (_req, ctx) => {
       const h = await health(ctx.db);
-      return { status: h.status === 'healthy' ? 200 : 503, body: h };
+      if (h.status === 'healthy') return { status: 200, body: h };
+      return { status: 503, body: h, headers: { 'retry-after': String(ctx.runtime.config.limits.unavailableRetryAfterSeconds) } };
     },
   },
   {

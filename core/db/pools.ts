@@ -2,6 +2,7 @@
  * Pool factories for the two drivers the core supports. Pools are bounded and created once per
  * container (Lambda reuses them across warm invocations).
  */
+import { defaultLimits } from '../limits.js';
 import { type PoolLike } from './port.js';
 
 export type DbDriver = 'pg' | 'neon';
@@ -15,6 +16,10 @@ export interface PoolOptions {
    * an ordinary PostgreSQL; the driver appends `?address=<db host>:<db port>`.
    */
   readonly neonWsProxy?: string;
+  /** Wait for a connection or a free pool slot; default `defaultLimits.dbConnectTimeoutMs`. */
+  readonly connectTimeoutMs?: number;
+  /** Idle connections close after this; default `defaultLimits.dbIdleTimeoutMs`. */
+  readonly idleTimeoutMs?: number;
 }
 
 // Keep bigint and numeric as exact decimal strings (contract §4); node-postgres does that by
@@ -43,8 +48,8 @@ async function createPgPool(options: PoolOptions): Promise<PoolLike> {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max,
-    idleTimeoutMillis: 30_000,
-    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: options.idleTimeoutMs ?? defaultLimits.dbIdleTimeoutMs,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? defaultLimits.dbConnectTimeoutMs,
     types,
   });
   // An idle client dropped by the server (restart, pooler recycle) must not crash the process.
@@ -69,8 +74,8 @@ async function createNeonPool(options: PoolOptions): Promise<PoolLike> {
   const pool = new neon.Pool({
     connectionString: options.connectionString,
     max: options.max,
-    idleTimeoutMillis: 30_000,
-    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: options.idleTimeoutMs ?? defaultLimits.dbIdleTimeoutMs,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? defaultLimits.dbConnectTimeoutMs,
     types: textTimestamps(neon.types.getTypeParser),
   });
   pool.on('error', () => {});

@@ -18,8 +18,6 @@ export async function pull(ctx: SyncContext, actor: Actor, params: PullParams): 
   return unwrapPage(row);
 }
 
-const WATCH_POLL_MS = 250;
-
 /**
  * Long poll: answers as soon as the user's latest bundle_seq passes `afterBundleSeq`, or with
  * `changed: false` after `waitSeconds`. One indexed point read per poll step; no LISTEN, which a
@@ -37,6 +35,6 @@ export async function watch(ctx: SyncContext, actor: Actor, afterBundleSeq: numb
     // not up to one poll interval early (a client would otherwise re-poll sooner than asked).
     const remainingMs = deadline - Date.now();
     if (remainingMs <= 0 || signal?.aborted) return { latest_bundle_seq: latest, changed: false };
-    await new Promise((resolve) => setTimeout(resolve, Math.min(WATCH_POLL_MS, remainingMs)));
+    await new Promise((resolve) => setTimeout(resolve, Math.min(ctx.limits.watchPollIntervalMs, remainingMs)));
   }
 }

@@ -31,7 +31,7 @@ export async function uploadChunk(ctx: SyncContext, actor: Actor, pushId: string
   if (request.rows.length > ctx.limits.maxRowsPerPushChunk) {
     throw new SyncError('payload_too_large', `a chunk carries at most max_rows_per_push_chunk ${ctx.limits.maxRowsPerPushChunk} rows`);
   }
-  const staged = validateRows(ctx.catalog, request.rows, request.start_row_ordinal);
+  const staged = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal);
   const rowsJson = JSON.stringify(staged);
   const digest = createHash('sha256').update(rowsJson).digest('hex');
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`

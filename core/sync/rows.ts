@@ -8,6 +8,7 @@ import { SyncError } from '../errors.js';
 import { type PushedRow } from '../protocol/index.js';
 import { OP_CODES } from '../bootstrap/layout-tables.js';
 import { type Catalog } from './catalog.js';
+import { type Limits } from '../limits.js';
 
 /** The compact row the managed functions stage: table id, key text, op code, base, payload. */
 export interface StagedRow {
@@ -27,24 +28,12 @@ export interface RowProblem {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const SCOPE_COLUMN = '_sync_scope_id';
-const MAX_PROBLEMS = 20;
-/**
- * A key is stored in btree indexes (the staged rows, row_state, the business primary key next to
- * the scope), whose entries stop at ~2.7 kB; beyond that PostgreSQL fails the statement (54000)
- * whatever the row. 1024 UTF-8 bytes leaves room for the scope and the other key columns.
- */
-const MAX_KEY_BYTES = 1024;
-/**
- * Nesting of one json/jsonb value. The canonicaliser that hashes committed rows (sync.jcs) recurses
- * once per level in plpgsql, so a value nested a thousand deep would exhaust the stack (54001)
- * during commit, after staging accepted it. Refused up front instead.
- */
-const MAX_JSON_DEPTH = 64;
 
-function tooDeep(value: unknown, depth = 0): boolean {
+/** True when `value` nests deeper than `maxDepth` (limits.maxJsonDepth); stops at that depth. */
+function tooDeep(value: unknown, maxDepth: number, depth = 0): boolean {
   if (value === null || typeof value !== 'object') return false;
-  if (depth >= MAX_JSON_DEPTH) return true;
-  return (Array.isArray(value) ? value : Object.values(value)).some((v) => tooDeep(v, depth + 1));
+  if (depth >= maxDepth) return true;
+  return (Array.isArray(value) ? value : Object.values(value)).some((v) => tooDeep(v, maxDepth, depth + 1));
 }
 
 /**
@@ -59,7 +48,7 @@ function containsNul(value: unknown): boolean {
   return false;
 }
 
-function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
+function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
     problems.push({ row_ordinal: ordinal, path, message });
@@ -73,7 +62,7 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
   if (keyColumn !== table.keyColumn) add(`key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
   else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
   else if (containsNul(keyValue)) add(`key.${keyColumn}`, 'a key cannot contain U+0000');
-  else if (new TextEncoder().encode(keyValue).byteLength > MAX_KEY_BYTES) add(`key.${keyColumn}`, `a key is at most ${MAX_KEY_BYTES} bytes of UTF-8`);
+  else if (new TextEncoder().encode(keyValue).byteLength > limits.maxKeyBytes) add(`key.${keyColumn}`, `a key is at most ${limits.maxKeyBytes} bytes of UTF-8`);
 
   const payload = row.payload ?? null;
   if (row.op === 'DELETE') {
@@ -96,8 +85,8 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
         add(`payload.${name}`, 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)');
         continue;
       }
-      if (tooDeep(value)) {
-        add(`payload.${name}`, `json values nest at most ${MAX_JSON_DEPTH} levels deep`);
+      if (tooDeep(value, limits.maxJsonDepth)) {
+        add(`payload.${name}`, `json values nest at most ${limits.maxJsonDepth} levels deep`);
         continue;
       }
       if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
@@ -114,14 +103,17 @@ function checkRow(catalog: Catalog, row: PushedRow, ordinal: number, problems: R
   return { t: table.tableId, k: keyValue, o: OP_CODES[row.op], b: row.base_row_version, p: payload };
 }
 
-/** Validates a chunk; throws `invalid_request` with up to 20 problems, or returns staged rows. */
-export function validateRows(catalog: Catalog, rows: readonly PushedRow[], startOrdinal: number): StagedRow[] {
+/**
+ * Validates a chunk; throws `invalid_request` with up to `limits.maxProblemsPerAnswer` problems,
+ * or returns staged rows.
+ */
+export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number): StagedRow[] {
   const problems: RowProblem[] = [];
   const staged: StagedRow[] = [];
   const seen = new Set<string>();
   rows.forEach((row, i) => {
-    if (problems.length >= MAX_PROBLEMS) return;
-    const s = checkRow(catalog, row, startOrdinal + i, problems);
+    if (problems.length >= limits.maxProblemsPerAnswer) return;
+    const s = checkRow(catalog, limits, row, startOrdinal + i, problems);
     if (!s) return;
     const id = `${s.t}:${s.k}`;
     if (seen.has(id)) problems.push({ row_ordinal: startOrdinal + i, path: 'key', message: 'the key appears twice in this chunk' });

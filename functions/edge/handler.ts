@@ -62,8 +62,10 @@ const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
   return async (event) => {
     let db: Db | undefined;
+    let retryAfterSeconds: number | undefined;
     try {
       const runtime = await getRuntime();
+      retryAfterSeconds = runtime.config.limits.unavailableRetryAfterSeconds;
       db = runtime.db.forRequest();
       const base = readRequest(event, runtime.config.limits.maxRequestBytes);
       const { route, params } = findRoute(routes, base.method, base.path);
@@ -78,7 +80,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       };
       return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
     } catch (error) {
-      return toHttp(errorAnswer(error), db?.roundTrips.count ?? 0);
+      return toHttp(errorAnswer(error, retryAfterSeconds), db?.roundTrips.count ?? 0);
     }
   };
 }

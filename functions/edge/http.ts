@@ -5,6 +5,7 @@
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { ZodError } from 'zod';
 import { SyncError, errorRegistry } from '../../core/errors.js';
+import { defaultLimits } from '../../core/limits.js';
 import { type RawJson } from '../../core/sync/index.js';
 
 export type HttpResult = APIGatewayProxyStructuredResultV2 & { statusCode: number; headers: Record<string, string> };
@@ -30,23 +31,37 @@ export function toHttp(answer: EdgeAnswer, roundTrips: number): HttpResult {
   return { statusCode: answer.status, headers, body };
 }
 
-/** Connection-level failures: the database is unreachable or went away. */
-function isUnavailable(error: unknown): boolean {
+/**
+ * Transient database conditions a client cannot cause and may simply retry: 503 with Retry-After.
+ * - class 08 (connection exception), 57P (admin/crash shutdown, cannot connect now, database
+ *   dropped) and 57014 (query_canceled: statement_timeout or a cancel by an operator);
+ * - 55P03 lock_not_available (lock_timeout), 40001 serialization_failure, 40P01 deadlock;
+ * - class 53 (insufficient resources: too_many_connections 53300, disk full, out of memory);
+ * - refused at connection time: the database is gone (3D000) or the runtime's credentials no
+ *   longer work (class 28). Operators fix these, not clients;
+ * - socket errors and the drivers' connect and pool-slot timeouts, which carry no SQLSTATE.
+ * The write path maps a connection lost during COMMIT to commit_outcome_unknown before this.
+ */
+export function isUnavailable(error: unknown): boolean {
+  if (error === null || typeof error !== 'object') return false;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
-  if (code.startsWith('08') || code.startsWith('57P') || code === '53300' || code === '40001' || code === '40P01' || code === '55P03') return true;
-  // Refused at connection time: the database is gone (3D000, e.g. dropped or renamed) or the
-  // runtime's credentials no longer work (class 28). Operators fix these, not clients: 503.
-  if (code === '3D000' || code.startsWith('28')) return true;
-  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
+  if (code.startsWith('08') || code.startsWith('57P') || code.startsWith('53') || code.startsWith('28')) return true;
+  if (['57014', '55P03', '40001', '40P01', '3D000'].includes(code)) return true;
+  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code)) return true;
   const message = typeof e.message === 'string' ? e.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|WebSocket/i.test(message);
+  return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Connection ended unexpectedly|WebSocket/i.test(message);
 }
 
-export function errorAnswer(error: unknown): EdgeAnswer {
+/**
+ * The outcome of a failed request. Every 503 carries `Retry-After`: the error's own interval
+ * when it has one, else `retryAfterSeconds` (limits.unavailableRetryAfterSeconds).
+ */
+export function errorAnswer(error: unknown, retryAfterSeconds: number = defaultLimits.unavailableRetryAfterSeconds): EdgeAnswer {
   if (error instanceof SyncError) {
     const headers: Record<string, string> = {};
     if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
+    else if (error.status === 503) headers['retry-after'] = String(retryAfterSeconds);
     return { status: error.status, body: error.toBody(), headers };
   }
   if (error instanceof ZodError) {
@@ -55,7 +70,11 @@ export function errorAnswer(error: unknown): EdgeAnswer {
     return { status: 400, body: { error: 'invalid_request', message: first ? `${first.path || 'body'}: ${first.message}` : 'invalid request', details } };
   }
   if (isUnavailable(error)) {
-    return { status: 503, body: { error: 'service_unavailable', message: 'the database is unavailable; retry later' }, headers: { 'retry-after': '1' } };
+    return {
+      status: errorRegistry.service_unavailable.status,
+      body: { error: 'service_unavailable', message: 'the database is unavailable or busy; retry later' },
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    };
   }
   console.error('lockstep internal error', error);
   return { status: errorRegistry.internal_error.status, body: { error: 'internal_error', message: 'internal error' } };

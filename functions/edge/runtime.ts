@@ -40,6 +40,8 @@ export function runtimeFromEnv(): Promise<Runtime> {
       connectionString: config.databaseUrl,
       max: config.dbPoolMax,
       driver: config.dbDriver,
+      connectTimeoutMs: config.limits.dbConnectTimeoutMs,
+      idleTimeoutMs: config.limits.dbIdleTimeoutMs,
       ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
     });
     return createRuntime(config, pool);
