@@ -3,9 +3,11 @@
  * wasm read from node_modules (no fetch under Node). Imported by path, never from index.ts, so
  * browser bundles do not pull in node:fs.
  *
- * One wa-sqlite module is shared by every database this process opens: the build is
- * synchronous, so calls on different connections cannot interleave inside SQLite, and one
- * instance saves compiling the wasm per client (the conformance suite opens several at once).
+ * Each database gets its own wa-sqlite module instance. Sharing one across connections is not
+ * safe: the SQLiteAPI keeps out-parameters (the new statement or db handle) in one scratch
+ * word per module and reads it after an `await`, so a prepare on another connection in that gap
+ * hands back the wrong statement. The compiled wasm is cached, so a new instance costs an
+ * instantiation (a few milliseconds), not a compilation.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -16,29 +18,31 @@ import { NodeFileVfs } from './node-file-vfs.js';
 import { type SqliteDb } from './port.js';
 import { createWaSqliteDb, type WaSqliteModule } from './wa-sqlite-db.js';
 
-interface NodeSqlite {
-  sqlite3: SQLiteAPI;
-  module: WaSqliteModule;
-  vfs: NodeFileVfs;
+let compiled: Promise<WebAssembly.Module> | undefined;
+
+function compiledWasm(): Promise<WebAssembly.Module> {
+  compiled ??= (async () => {
+    const require = createRequire(import.meta.url);
+    return WebAssembly.compile(readFileSync(require.resolve('wa-sqlite/dist/wa-sqlite.wasm')));
+  })();
+  // A failed compile (e.g. a missing wasm) is not cached: the next call tries again.
+  compiled.catch(() => {
+    compiled = undefined;
+  });
+  return compiled;
 }
 
-let shared: Promise<NodeSqlite> | undefined;
-
-function nodeSqlite(): Promise<NodeSqlite> {
-  shared ??= (async () => {
-    const require = createRequire(import.meta.url);
-    const wasmBinary = readFileSync(require.resolve('wa-sqlite/dist/wa-sqlite.wasm'));
-    const module = (await SQLiteESMFactory({ wasmBinary })) as WaSqliteModule;
-    const sqlite3 = SQLite.Factory(module);
-    const vfs = new NodeFileVfs();
-    sqlite3.vfs_register(vfs, false);
-    return { sqlite3, module, vfs };
-  })();
-  // A failed start (e.g. a missing wasm) is not cached: the next call tries again.
-  shared.catch(() => {
-    shared = undefined;
-  });
-  return shared;
+/** A fresh wa-sqlite module over the cached compiled wasm. */
+async function newModule(): Promise<WaSqliteModule> {
+  const wasm = await compiledWasm();
+  let failed: (error: unknown) => void = () => undefined;
+  const instantiationFailed = new Promise<never>((_, reject) => (failed = reject));
+  // Emscripten's hook: hand it an instance of the cached module instead of fetching the wasm.
+  const instantiateWasm = (imports: WebAssembly.Imports, receive: (instance: WebAssembly.Instance) => void): object => {
+    WebAssembly.instantiate(wasm, imports).then(receive, failed);
+    return {};
+  };
+  return (await Promise.race([SQLiteESMFactory({ instantiateWasm }), instantiationFailed])) as WaSqliteModule;
 }
 
 export interface NodeSqliteOptions {
@@ -52,11 +56,16 @@ export interface NodeSqliteOptions {
  * real file, so closing and reopening the same path finds the data again.
  */
 export async function openNodeSqlite(options: NodeSqliteOptions = {}): Promise<SqliteDb> {
-  const { sqlite3, module, vfs } = await nodeSqlite();
+  const module = await newModule();
+  const sqlite3 = SQLite.Factory(module);
   const flags = SQLite.SQLITE_OPEN_CREATE | SQLite.SQLITE_OPEN_READWRITE;
-  const db =
-    options.path === undefined
-      ? await sqlite3.open_v2(':memory:', flags)
-      : await sqlite3.open_v2(vfs.alias(resolve(options.path)), flags, vfs.name);
+  let db: number;
+  if (options.path === undefined) {
+    db = await sqlite3.open_v2(':memory:', flags);
+  } else {
+    const vfs = new NodeFileVfs();
+    sqlite3.vfs_register(vfs, false);
+    db = await sqlite3.open_v2(vfs.alias(resolve(options.path)), flags, vfs.name);
+  }
   return createWaSqliteDb(sqlite3, db, { module });
 }

@@ -8,6 +8,13 @@
  *
  * At open the adapter runs `PRAGMA foreign_keys = ON`: the client relies on local FK cascades, and
  * SQLite leaves enforcement off unless each connection asks for it.
+ *
+ * Give each connection its own wa-sqlite module (Factory instance): the SQLiteAPI reads
+ * out-parameters from one scratch word per module after an `await`, so two connections of one
+ * module that are busy at the same time can receive each other's statement handles.
+ *
+ * TEXT is passed NUL-terminated by wa-sqlite, so a string cannot contain U+0000 (it is cut
+ * there); PostgreSQL text cannot hold it either, so synced data never does.
  */
 import * as SQLite from 'wa-sqlite';
 import { type SqlRow, type SqlValue, type SqliteDb, type SqliteStatements } from './port.js';
