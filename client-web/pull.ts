@@ -18,6 +18,7 @@ import { isCode } from './http-errors.js';
 import { outboxTables } from './install.js';
 import { fetchBundleRows } from './push.js';
 import { rebuild } from './rebuild.js';
+import { guardSource } from './source-recovery.js';
 import { readAttachment, setRebuildRequired } from './state.js';
 
 async function failClosedOnOutbox(ctx: ClientContext): Promise<void> {
@@ -43,10 +44,10 @@ export async function pullToStable(ctx: ClientContext): Promise<PullResult> {
   for (;;) {
     let page: PullResponse;
     try {
-      page = await ctx.transport.request('GET', '/sync/pull', {
+      page = await guardSource(ctx, () => ctx.transport.request('GET', '/sync/pull', {
         query: { after_bundle_seq: checkpoint, max_bundles: ctx.limits.bundlesPerPull, target_bundle_seq: target },
         schema: PullResponse,
-      });
+      }));
     } catch (error) {
       if (!isCode(error, 'history_pruned')) throw error;
       // Durable first: a crash during the rebuild resumes it on the next sync (rule 6).

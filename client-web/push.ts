@@ -28,10 +28,11 @@ import { type ConflictResolution, type PushResult } from './api.js';
 import { applyCommittedRows, applyServerRow, inApplyMode, keyFromWire, payloadToValues, setRowMeta } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { isCode, replacementReason, SOURCE_REFUSALS, type SourceRefusal } from './http-errors.js';
+import { isCode, SOURCE_REFUSALS } from './http-errors.js';
 import { qi } from './local-schema.js';
 import { dropOutbox, freeze, readOutbox, rewriteOutbox, unfreeze, wireRow, type OutboxRow } from './outbox.js';
 import { rebuild } from './rebuild.js';
+import { sourceRefused } from './source-recovery.js';
 import { type SqliteStatements } from './sqlite/port.js';
 import { readAttachment, type FrozenBundle } from './state.js';
 import { SyncHttpError } from './transport.js';
@@ -43,13 +44,6 @@ const REQUEST_BYTES_SHARE = 0.85;
 
 const encoder = new TextEncoder();
 const wireBytes = (value: unknown): number => encoder.encode(JSON.stringify(value)).length;
-
-/** Records a source refusal durably and raises it: recovery is the application's explicit call. */
-async function sourceRefused(ctx: ClientContext, error: SyncHttpError): Promise<never> {
-  const reason = replacementReason(error.code as SourceRefusal);
-  await ctx.db.run('UPDATE _sync_source_state SET rotation_reason = coalesce(rotation_reason, ?) WHERE id = 1', [reason]);
-  throw new ClientError(ClientErrorCode.sourceRecoveryRequired, `the server refused this device's source (${error.code}): call rebuild() to rotate to a new source; local changes are kept`, { serverCode: error.code, body: error.body }, { cause: error });
-}
 
 async function storeRejection(ctx: ClientContext, error: SyncHttpError): Promise<PushResult> {
   const violation = error.body['violation'] ?? error.body['details'] ?? null;

@@ -24,6 +24,7 @@ import { isCode } from './http-errors.js';
 import { outboxTables, resetStageTables, stageTable } from './install.js';
 import { qi } from './local-schema.js';
 import { unfreeze } from './outbox.js';
+import { guardSource } from './source-recovery.js';
 import { readFrozen, readSource } from './state.js';
 import { type SqliteStatements } from './sqlite/port.js';
 
@@ -68,7 +69,9 @@ async function startSession(ctx: ClientContext, rotate: SourceReplacementReason 
     await ctx.db.run('UPDATE _sync_source_state SET rotation_new_source_id = ?, rotation_reason = ? WHERE id = 1', [rotatedTo, rotate]);
     body = { source_replacement: { previous_source_id: source.sourceId, new_source_id: rotatedTo, reason: rotate } };
   }
-  const session = await ctx.transport.request('POST', '/sync/snapshot-sessions', { body, schema: SnapshotSession });
+  const request = () => ctx.transport.request('POST', '/sync/snapshot-sessions', { body, schema: SnapshotSession });
+  // A rotation is the recovery itself; any other snapshot under a refused source needs one.
+  const session = rotate ? await request() : await guardSource(ctx, request);
   const state: RebuildState = {
     snapshotId: session.snapshot_id,
     snapshotBundleSeq: session.snapshot_bundle_seq,

@@ -181,8 +181,17 @@ describe('source rotation through snapshot create', () => {
     expect(push.body).toMatchObject(retired);
     const pull = await old.get('/sync/pull?after_bundle_seq=1');
     expectStatus(pull, 409, 'source_retired');
-    // Rotating the retired source again to yet another id is invalid.
+    // Rotating the retired source again to yet another id is invalid, except for the reason
+    // source_retired: a device whose source another device retired (a cloned database) gets a
+    // fresh source, and the first replacement stands.
     expectStatus(await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-third')), 409, 'source_replacement_invalid');
+    expectStatus(await old.post('/sync/snapshot-sessions', replacement('device-old', 'device-third', 'source_retired')), 200);
+    const sources = await s.t.exec(`SELECT source_id, status, replaced_by_source_id FROM sync.source_state WHERE source_id IN ('device-old', 'device-new', 'device-third') ORDER BY 1`);
+    expect(sources.rows).toEqual([
+      { source_id: 'device-new', status: 'reserved', replaced_by_source_id: null },
+      { source_id: 'device-old', status: 'retired', replaced_by_source_id: 'device-new' },
+      { source_id: 'device-third', status: 'reserved', replaced_by_source_id: null },
+    ]);
 
     // The new source pushes from source_bundle_id 1, and its rows reach everyone.
     const commit = await pushOk(fresh, [list(uuid(), 'after rotation')], { sourceBundleId: 1 });

@@ -844,7 +844,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION sync.rotate_source(p_user_pk bigint, p_header text, p_prev text, p_new text) RETURNS jsonb
+CREATE FUNCTION sync.rotate_source(p_user_pk bigint, p_header text, p_prev text, p_new text, p_reason text) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_prev sync.source_state;
@@ -869,6 +869,10 @@ BEGIN
   IF v_prev.source_id IS NULL THEN
     INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, replaced_by_source_id, created_at)
     VALUES (p_user_pk, p_prev, 'retired', 0, p_new, now());
+  ELSIF v_prev.status = 'retired' AND p_reason = 'source_retired' THEN
+    -- A device whose source another device retired (a cloned database) asks for a fresh one:
+    -- the previous source stays retired, replaced by the first rotation; nothing else moves.
+    NULL;
   ELSIF v_prev.status = 'retired' THEN
     RETURN sync.err('source_replacement_invalid', format('previous source %s is already retired (replaced by %s)',
       p_prev, v_prev.replaced_by_source_id));
@@ -884,7 +888,7 @@ $fn$;
 
 -- A frozen snapshot in ONE statement: every registered table, row_state and the user's latest
 -- bundle_seq are read under the same statement snapshot, without locking the write path.
-CREATE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_ttl_seconds integer)
+CREATE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer)
 RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_us sync.user_state;
@@ -898,7 +902,7 @@ BEGIN
     RETURN sync.err('scope_uninitialized', 'the scope is not initialized; connect first');
   END IF;
   IF p_new IS NOT NULL THEN
-    v_err := sync.rotate_source(v_us.user_pk, p_source, p_prev, p_new);
+    v_err := sync.rotate_source(v_us.user_pk, p_source, p_prev, p_new, p_reason);
   ELSE
     v_err := sync.check_source(v_us.user_pk, p_source, true);
   END IF;

@@ -1,0 +1,361 @@
+/**
+ * Issue 6 (web client), the hard paths: conflicts by table policy, edits made during a push,
+ * a lost commit answer (rule 2), pruned history (rule 3), a replay below the retained floor
+ * (rule 4), source recovery by rotation (rule 5), a rejected bundle, bundles too big for one pull
+ * response, a racing first initialization (rule 8), and chunked uploads.
+ */
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TableConfig } from '../client-web/api.js';
+import { sql } from '../core/db/sql.js';
+import { runMaintenance } from '../core/sync/maintenance.js';
+import { serverWrite } from '../core/sync/server-write.js';
+import { type HttpApiEvent } from '../functions/index.js';
+import { expectConverged, LOCAL_APP_TABLES, localState, openDevice, serverState, write, type Device, type DeviceOptions } from './support/client-harness.js';
+import { startTestServer, type TestServer } from './support/server.js';
+
+const uuid = () => randomUUID();
+
+/** Per-test hooks into the gateway: observe or replace what a request gets. */
+type Hook = (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
+
+function hookedServer(env: Record<string, string> = {}) {
+  const hooks: Hook[] = [];
+  const requests: string[] = [];
+  const start = () =>
+    startTestServer({
+      env,
+      intercept: async (event, next) => {
+        requests.push(`${event.requestContext.http.method} ${event.rawPath}`);
+        const hook = hooks.shift();
+        return hook ? hook(event, next) : next();
+      },
+    });
+  return { hooks, requests, start };
+}
+
+const withResolver = (table: string, resolver: NonNullable<TableConfig['resolver']>): TableConfig[] =>
+  LOCAL_APP_TABLES.map((t) => (t.table === table ? { ...t, resolver } : t));
+
+describe('web client: recovery paths', () => {
+  const h = hookedServer();
+  let s: TestServer;
+  let dir: string;
+  const devices: Device[] = [];
+  const device = async (user: string, options: DeviceOptions = {}) => {
+    const d = await openDevice(s, user, options);
+    devices.push(d);
+    return d;
+  };
+  /** Two attached devices of a fresh user with one shared list and item. */
+  const pair = async (user: string, options: DeviceOptions = {}) => {
+    const a = await device(user, options);
+    const b = await device(user, options);
+    await a.client.attach(user);
+    await b.client.attach(user);
+    const listId = uuid();
+    const itemId = uuid();
+    await write.list(a.db, listId, 'shared');
+    await write.item(a.db, itemId, listId, 'original');
+    await a.client.sync();
+    await b.client.sync();
+    return { a, b, listId, itemId };
+  };
+  beforeAll(async () => {
+    s = await h.start();
+    dir = mkdtempSync(join(tmpdir(), 'lockstep-recovery-'));
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await s?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('conflict, default policy: the server wins and the local change is dropped', async () => {
+    const { a, b, listId, itemId } = await pair('u-conf-server');
+    await write.item(a.db, itemId, listId, 'from A');
+    await a.client.sync();
+    await write.item(b.db, itemId, listId, 'from B');
+    const result = await b.client.sync();
+    expect(result.push).toEqual({ status: 'resolved_without_commit', conflictsResolved: 1 });
+    const state = await expectConverged(s, 'u-conf-server', a, b);
+    expect(state.items[itemId]?.body).toBe('from A');
+    expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
+  });
+
+  it('conflict, keep local: the local change is pushed on top of the server version (also over a delete)', async () => {
+    const tables = withResolver('items', () => ({ keep: 'local' }));
+    const { a, b, listId, itemId } = await pair('u-conf-local', { tables });
+    await write.item(a.db, itemId, listId, 'from A');
+    await a.client.sync();
+    await write.item(b.db, itemId, listId, 'from B', { done: true });
+    expect((await b.client.sync()).push).toMatchObject({ status: 'committed', conflictsResolved: 1 });
+    await a.client.sync();
+    expect((await expectConverged(s, 'u-conf-local', a, b)).items[itemId]).toMatchObject({ body: 'from B', done: true });
+
+    // A deletes the item; B, not knowing, edits it and keeps its edit: the row comes back.
+    await write.deleteItem(a.db, itemId);
+    await a.client.sync();
+    await write.item(b.db, itemId, listId, 'resurrected');
+    expect((await b.client.sync()).push).toMatchObject({ status: 'committed', conflictsResolved: 1 });
+    await a.client.sync();
+    expect((await expectConverged(s, 'u-conf-local', a, b)).items[itemId]?.body).toBe('resurrected');
+  });
+
+  it('conflict, merged: the resolver sees both sides and its payload is what lands everywhere', async () => {
+    const seen: unknown[] = [];
+    const tables = withResolver('items', (c) => {
+      seen.push(c);
+      return { keep: 'merged', payload: { ...c.serverPayload, body: `${String(c.serverPayload?.['body'])} + ${String(c.localPayload?.['body'])}` } };
+    });
+    const { a, b, listId, itemId } = await pair('u-conf-merged', { tables });
+    await write.item(a.db, itemId, listId, 'A');
+    await a.client.sync();
+    await write.item(b.db, itemId, listId, 'B');
+    expect((await b.client.sync()).push).toMatchObject({ status: 'committed', conflictsResolved: 1 });
+    await a.client.sync();
+    expect((await expectConverged(s, 'u-conf-merged', a, b)).items[itemId]?.body).toBe('A + B');
+    expect(seen).toEqual([expect.objectContaining({ schema: 'app', table: 'items', key: itemId, localOp: 'UPDATE', serverRowVersion: 2, serverRowDeleted: false })]);
+  });
+
+  it('edits made while a push is in flight are kept and pushed next time', async () => {
+    const { a, b, listId, itemId } = await pair('u-inflight');
+    const other = uuid();
+    await write.item(a.db, itemId, listId, 'frozen edit');
+    h.hooks.push(async (event, next) => {
+      expect(event.rawPath).toMatch(/\/sync\/push-sessions$/);
+      // Between freeze and commit: edit the frozen row again and add a new one.
+      await write.item(a.db, itemId, listId, 'edit during push');
+      await write.item(a.db, other, listId, 'new during push');
+      return next();
+    });
+    const first = await a.client.pushPending();
+    expect(first).toMatchObject({ status: 'committed', rowCount: 1 });
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(2);
+    expect((await localState(a.db)).items[itemId]?.body).toBe('edit during push');
+    expect((await serverState(s, 'u-inflight')).items[itemId]?.body).toBe('frozen edit');
+    await a.client.sync();
+    await b.client.sync();
+    const state = await expectConverged(s, 'u-inflight', a, b);
+    expect(state.items[itemId]?.body).toBe('edit during push');
+    expect(state.items[other]?.body).toBe('new during push');
+  });
+
+  it('a lost commit answer (commit_outcome_unknown) converges without uploading the rows again', async () => {
+    const { a, b, listId } = await pair('u-unknown', { config: { pushChunkRows: 50 } });
+    for (let i = 0; i < 120; i++) await write.item(a.db, uuid(), listId, `row ${i}`);
+    // The bundle commits; its answer is replaced by a 503 commit_outcome_unknown.
+    const lose: Hook = async (event, next) => {
+      if (!event.rawPath.endsWith('/commit')) return next();
+      await next();
+      return { statusCode: 503, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'commit_outcome_unknown', message: 'lost' }) };
+    };
+    const passThrough: Hook = (_e, next) => next();
+    h.hooks.push(passThrough, passThrough, passThrough, passThrough, lose);
+    const from = h.requests.length;
+    const result = await a.client.pushPending();
+    expect(result).toMatchObject({ status: 'committed', rowCount: 120, alreadyCommitted: true });
+    const seen = h.requests.slice(from);
+    expect(seen.filter((r) => r.endsWith('/chunks'))).toHaveLength(3);
+    expect(seen.filter((r) => r.endsWith('/push-sessions'))).toHaveLength(2);
+    const bundles = await s.t.exec(`SELECT count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'u-unknown' AND b.source_bundle_id = 2`);
+    expect(bundles.rows[0].n).toBe(1);
+    expect(await a.client.pendingStatus()).toMatchObject({ dirtyRows: 0, frozenRows: 0, nextSourceBundleId: 3, checkpoint: 2 });
+    await b.client.sync();
+    await expectConverged(s, 'u-unknown', a, b);
+  });
+
+  it('a racing first initialization: the second device is told to retry later, then rebuilds and pushes on top', async () => {
+    const a = await device('u-race');
+    const b = await device('u-race');
+    const [la, lb] = [uuid(), uuid()];
+    await write.list(a.db, la, 'from A');
+    await write.list(b.db, lb, 'from B');
+    // A takes the initialization lease, but its push has not happened yet (the answer is held).
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    h.hooks.push(async (_event, next) => {
+      const answer = await next();
+      await held;
+      return answer;
+    });
+    const attachA = a.client.attach('u-race');
+    await expect.poll(() => s.t.exec(`SELECT count(*)::int AS n FROM sync.scope_state s JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'u-race'`).then((r) => r.rows[0].n)).toBe(1);
+    const early = await b.client.attach('u-race');
+    expect(early.status).toBe('retry_later');
+    expect(early.status === 'retry_later' && early.retryAfterMs).toBeGreaterThan(0);
+    release();
+    expect(await attachA).toMatchObject({ status: 'attached', resolution: 'initialize_local' });
+    expect(await b.client.attach('u-race')).toMatchObject({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 1 });
+    await a.client.sync();
+    const state = await expectConverged(s, 'u-race', a, b);
+    expect(Object.keys(state.lists).sort()).toEqual([la, lb].sort());
+  });
+
+  it('a rejected bundle stays frozen and blocks pulls until discarded; the next sync restores the server rows', async () => {
+    const a = await device('u-reject');
+    const b = await device('u-reject');
+    await a.client.attach('u-reject');
+    await b.client.attach('u-reject');
+    await a.db.run("INSERT INTO kinds (code, label) VALUES ('k1', 'taken')");
+    await a.client.sync();
+    await b.client.sync();
+    await b.db.run("INSERT INTO kinds (code, label) VALUES ('k2', 'taken')");
+    const rejected = await b.client.sync();
+    expect(rejected.pull).toBeNull();
+    expect(rejected.push).toMatchObject({ status: 'rejected', code: 'push_rejected', violation: expect.objectContaining({ constraint: 'kinds_label_key' }) });
+    expect((await b.client.pendingStatus()).rejected).toMatchObject({ code: 'push_rejected' });
+    // Still rejected on the next sync, without a new attempt; pulls fail closed meanwhile.
+    expect((await b.client.sync()).push.status).toBe('rejected');
+    await expect(b.client.pullToStable()).rejects.toMatchObject({ code: 'outbox_pending' });
+    await expect(b.client.rebuild()).rejects.toMatchObject({ code: 'outbox_pending' });
+    expect(await b.client.discardRejected()).toEqual({ discardedRows: 1 });
+    expect((await b.client.pendingStatus()).rebuildRequired).toBe(true);
+    const healed = await b.client.sync();
+    expect(healed.push.status).toBe('nothing_to_push');
+    expect(await b.db.query('SELECT code FROM kinds ORDER BY code')).toEqual([{ code: 'k1' }]);
+    expect((await b.client.pendingStatus()).rebuildRequired).toBe(false);
+  });
+
+  it('a cloned database: the copy that loses the source sequence recovers by rotating, and every pending write lands once', async () => {
+    const path = join(dir, 'original.db');
+    const a = await device('u-clone', { path });
+    await a.client.attach('u-clone');
+    const listId = uuid();
+    await write.list(a.db, listId, 'before clone');
+    await a.client.sync();
+    await a.close();
+    const copy = join(dir, 'copy.db');
+    copyFileSync(path, copy);
+    await a.reopen();
+    const c = await device('u-clone', { path: copy });
+    expect((await a.client.pendingStatus()).sourceId).toBe((await c.client.pendingStatus()).sourceId);
+
+    const [fromA, fromC] = [uuid(), uuid()];
+    await write.item(a.db, fromA, listId, 'written on the original');
+    await write.item(c.db, fromC, listId, 'written on the copy');
+    expect((await a.client.sync()).push.status).toBe('committed');
+    // Same source, same source bundle id, other rows: the server refuses the copy's bundle.
+    const refused = await c.client.sync().then(() => null, (e: unknown) => e);
+    expect(refused).toMatchObject({ code: 'source_recovery_required', details: { serverCode: 'push_request_mismatch' } });
+    expect((await c.client.pendingStatus()).sourceRecovery).toBe('source_sequence_changed');
+    const rotated = await c.client.rebuild();
+    expect(rotated.rotatedTo).toMatch(/^src-/);
+    expect((await c.client.pendingStatus()).sourceId).toBe(rotated.rotatedTo);
+    expect((await c.client.sync()).push).toMatchObject({ status: 'committed', sourceBundleId: 1, rowCount: 1 });
+
+    // The original's source was retired by the rotation: its next push is refused, it rotates too.
+    await write.item(a.db, uuid(), listId, 'after retirement');
+    await expect(a.client.sync()).rejects.toMatchObject({ code: 'source_recovery_required', details: { serverCode: 'source_retired' } });
+    await a.client.rebuild();
+    expect((await a.client.sync()).push.status).toBe('committed');
+    await c.client.sync();
+    const state = await expectConverged(s, 'u-clone', a, c);
+    expect(Object.values(state.items).map((i) => i.body).sort()).toEqual(['after retirement', 'written on the copy', 'written on the original']);
+    const dupes = await s.t.exec(`SELECT source_id, source_bundle_id, count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'u-clone' GROUP BY 1, 2 HAVING count(*) > 1`);
+    expect(dupes.rows).toEqual([]);
+  });
+
+  it('uploads a large bundle in chunks sized by rows and request bytes', async () => {
+    const a = await device('u-chunks', { config: { pushChunkRows: 400 } });
+    await a.client.attach('u-chunks');
+    const listId = uuid();
+    await write.list(a.db, listId, 'big');
+    const big = new Uint8Array(1024 * 1024).fill(7);
+    for (let i = 0; i < 1500; i++) await write.item(a.db, uuid(), listId, `row ${i}`, { attachment: i < 12 ? big : null });
+    const from = h.requests.length;
+    expect(await a.client.sync()).toMatchObject({ push: { status: 'committed', rowCount: 1501 } });
+    const chunks = h.requests.slice(from).filter((r) => r.endsWith('/chunks')).length;
+    // 1501 rows at ≤ 400 per chunk is 4 chunks; 12 rows of 1.4 MB base64 each, at most two per
+    // chunk under the 4 MB request limit, need at least 6 (and the rows spread over the chunks).
+    expect(chunks).toBeGreaterThanOrEqual(6);
+    expect(Object.keys((await serverState(s, 'u-chunks')).items)).toHaveLength(1500);
+  });
+});
+
+describe('web client: pruned history and small responses', () => {
+  const h = hookedServer({ SYNC_LIMIT_RETAINED_BUNDLES_PER_USER: '3', SYNC_LIMIT_MAX_RESPONSE_BYTES: '65536' });
+  let s: TestServer;
+  const devices: Device[] = [];
+  const device = async (user: string, options: DeviceOptions = {}) => {
+    const d = await openDevice(s, user, options);
+    devices.push(d);
+    return d;
+  };
+  const prune = () => runMaintenance(s.t.db, s.runtime.config.limits);
+  const serverBundle = (user: string, title: string) =>
+    serverWrite(s.t.db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: 3 }, (tx, scope) =>
+      tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title) VALUES (${uuid()}, ${scope}, ${title})`));
+  beforeAll(async () => {
+    s = await h.start();
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await s?.close();
+  });
+
+  it('a client behind the retained floor gets history_pruned, rebuilds, and keeps its unpushed rows', async () => {
+    const a = await device('u-pruned');
+    const b = await device('u-pruned');
+    await a.client.attach('u-pruned');
+    await b.client.attach('u-pruned');
+    for (let i = 0; i < 6; i++) {
+      await write.list(a.db, uuid(), `bundle ${i}`);
+      await a.client.sync();
+    }
+    await prune();
+    const mine = uuid();
+    await write.list(b.db, mine, 'unpushed on B');
+    const pulled = await b.client.pullToStable();
+    expect(pulled.rebuilt).toBe(true);
+    expect(pulled.checkpoint).toBe(6);
+    expect((await localState(b.db)).lists[mine]?.title).toBe('unpushed on B');
+    expect((await b.client.pendingStatus()).dirtyRows).toBe(1);
+    await b.client.sync();
+    await a.client.sync();
+    const state = await expectConverged(s, 'u-pruned', a, b);
+    expect(Object.keys(state.lists)).toHaveLength(7);
+  });
+
+  it('a committed push whose replay fell below the floor acknowledges its tuple and rebuilds (rule 4)', async () => {
+    const a = await device('u-floor');
+    await a.client.attach('u-floor');
+    await write.list(a.db, uuid(), 'mine');
+    h.hooks.push(async (event, next) => {
+      if (!event.rawPath.endsWith('/push-sessions')) throw new Error(`unexpected ${event.rawPath}`);
+      return next();
+    });
+    h.hooks.push((_e, next) => next());
+    h.hooks.push(async (event, next) => {
+      expect(event.rawPath).toMatch(/\/commit$/);
+      const answer = await next();
+      // Other writers commit and maintenance prunes before the client can fetch its rows.
+      for (let i = 0; i < 4; i++) await serverBundle('u-floor', `server ${i}`);
+      await prune();
+      return answer;
+    });
+    const result = await a.client.pushPending();
+    expect(result).toMatchObject({ status: 'committed', sourceBundleId: 1 });
+    expect(await a.client.pendingStatus()).toMatchObject({ nextSourceBundleId: 2, frozenRows: 0, dirtyRows: 0, rebuildRequired: false, checkpoint: 5 });
+    await expectConverged(s, 'u-floor', a);
+  });
+
+  it('bundles too big for one pull response arrive with rows_omitted and are completed page by page', async () => {
+    const a = await device('u-omitted');
+    const b = await device('u-omitted');
+    await a.client.attach('u-omitted');
+    await b.client.attach('u-omitted');
+    const listId = uuid();
+    await write.list(a.db, listId, 'big');
+    for (let i = 0; i < 2000; i++) await write.item(a.db, uuid(), listId, `row ${i} ${'x'.repeat(40)}`);
+    await a.client.sync();
+    const from = h.requests.length;
+    const pulled = await b.client.pullToStable();
+    expect(pulled).toMatchObject({ bundlesApplied: 1, rowsApplied: 2001 });
+    expect(h.requests.slice(from).filter((r) => r.includes('/committed-bundles/')).length).toBeGreaterThan(1);
+    await expectConverged(s, 'u-omitted', a, b);
+  });
+});
