@@ -320,6 +320,40 @@ describe('web client: pruned history and small responses', () => {
     expect(Object.keys(state.lists)).toHaveLength(7);
   });
 
+  it('a rebuild cut off midway stays required and the next sync resumes it from the staged pages (rule 6)', async () => {
+    const a = await device('u-resume');
+    const b = await device('u-resume', { config: { pageRows: 2 } });
+    await a.client.attach('u-resume');
+    await b.client.attach('u-resume');
+    for (let i = 0; i < 5; i++) {
+      await write.list(a.db, uuid(), `bundle ${i}`);
+      await a.client.sync();
+    }
+    await prune();
+    // The first snapshot page arrives; every later page request fails until the retries run out.
+    let pages = 0;
+    const failLater: Hook = async (event, next) => {
+      if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
+      pages++;
+      if (pages === 1) return next();
+      return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
+    };
+    for (let i = 0; i < 12; i++) h.hooks.push(failLater);
+    await expect(b.client.pullToStable()).rejects.toMatchObject({ code: 'service_unavailable' });
+    h.hooks.length = 0;
+    expect((await b.client.pendingStatus()).rebuildRequired).toBe(true);
+    expect(await localState(b.db)).toEqual({ lists: {}, items: {} });
+    const from = h.requests.length;
+    const result = await b.client.sync();
+    expect(result.pull?.checkpoint).toBe(5);
+    const after = h.requests.slice(from);
+    // Resumed: no new snapshot session, and the first page was not fetched again.
+    expect(after.filter((r) => r === 'POST /sync/snapshot-sessions')).toHaveLength(0);
+    expect(after.filter((r) => r.startsWith('GET /sync/snapshot-sessions/'))).toHaveLength(2);
+    await expectConverged(s, 'u-resume', a, b);
+    expect((await b.client.pendingStatus()).rebuildRequired).toBe(false);
+  });
+
   it('a committed push whose replay fell below the floor acknowledges its tuple and rebuilds (rule 4)', async () => {
     const a = await device('u-floor');
     await a.client.attach('u-floor');

@@ -171,6 +171,27 @@ describe('web client: everyday sync', () => {
     await expectConverged(s, 'u-server', a);
   });
 
+  it('watch (long poll) wakes when another device commits; with watch off it is a typed error', async () => {
+    const a = await device('u-watch', { config: { watch: 'long-poll' } });
+    const b = await device('u-watch');
+    await a.client.attach('u-watch');
+    await b.client.attach('u-watch');
+    const started = Date.now();
+    const waiting = a.client.watch();
+    await new Promise((r) => setTimeout(r, 300));
+    await write.list(b.db, uuid(), 'wake up');
+    await b.client.sync();
+    expect(await waiting).toEqual({ changed: true, latestBundleSeq: 1 });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const aborted = new AbortController();
+    const idle = a.client.watch(aborted.signal);
+    aborted.abort();
+    await expect(idle).rejects.toBeTruthy();
+    await expect(b.client.watch()).rejects.toMatchObject({ code: 'watch_disabled' });
+    await a.client.sync();
+    await expectConverged(s, 'u-watch', a, b);
+  });
+
   it('detach is blocked while rows are pending, then clears the cache; anonymous writes land after a later attach', async () => {
     const a = await device('u-detach');
     await a.client.attach('u-detach');
