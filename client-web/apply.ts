@@ -74,7 +74,7 @@ function tableOf(model: LocalModel, row: { schema: string; table: string }): Tab
 /** Local key value of a wire key object. */
 export function keyFromWire(table: TableModel, key: Record<string, string>): SqlValue {
   const text = key[table.key.name];
-  if (text === undefined) throw new ClientError(ClientErrorCode.protocolViolation, `a row of ${table.wireName} has no key column ${table.key.name}`);
+  if (typeof text !== 'string') throw new ClientError(ClientErrorCode.protocolViolation, `a row of ${table.wireName} has no text key column ${table.key.name}`);
   return fromWire(table.key, text);
 }
 

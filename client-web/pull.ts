@@ -9,7 +9,8 @@
  * sets `rebuild_required` durably, rebuilds, and pulls on from the snapshot's bundle.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
-import { PullResponse } from '../core/protocol/read-path.js';
+import { type PullResponse } from '../core/protocol/read-path.js';
+import { PullAnswer } from './wire.js';
 import { type PullResult } from './api.js';
 import { applyCommittedRows, inApplyMode } from './apply.js';
 import { type ClientContext } from './context.js';
@@ -46,7 +47,7 @@ export async function pullToStable(ctx: ClientContext): Promise<PullResult> {
     try {
       page = await guardSource(ctx, () => ctx.transport.request('GET', '/sync/pull', {
         query: { after_bundle_seq: checkpoint, max_bundles: ctx.limits.bundlesPerPull, target_bundle_seq: target },
-        schema: PullResponse,
+        schema: PullAnswer,
       }));
     } catch (error) {
       if (!isCode(error, 'history_pruned')) throw error;

@@ -21,7 +21,7 @@
  */
 import { ConnectResponse } from '../core/protocol/connect.js';
 import { type Conflict, ErrorBody } from '../core/protocol/meta.js';
-import { CommittedBundlePage } from '../core/protocol/read-path.js';
+import { CommittedRowsAnswer } from './wire.js';
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
 import { type ConflictResolution, type PushResult } from './api.js';
@@ -123,7 +123,7 @@ export async function fetchBundleRows(ctx: ClientContext, bundleSeq: number): Pr
   for (;;) {
     const page = await ctx.transport.request('GET', `/sync/committed-bundles/${bundleSeq}/rows`, {
       query: { after_row_ordinal: after, max_rows: ctx.limits.rowsPerPage },
-      schema: CommittedBundlePage,
+      schema: CommittedRowsAnswer,
     });
     rows.push(...page.rows);
     if (!page.has_more) {

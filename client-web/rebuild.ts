@@ -14,7 +14,8 @@
  * returned to the dirty set first: the server refused its tuple, so nothing of it committed, and
  * the local rows still carry every change (the frozen intent is pushed again from the new source).
  */
-import { SnapshotSession, SnapshotPage } from '../core/protocol/read-path.js';
+import { SnapshotSession, type SnapshotPage } from '../core/protocol/read-path.js';
+import { SnapshotAnswer } from './wire.js';
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type RebuildResult } from './api.js';
 import { applyStagedSnapshot, inApplyMode, stageSnapshotRows } from './apply.js';
@@ -106,7 +107,7 @@ async function download(ctx: ClientContext, state: RebuildState): Promise<boolea
     try {
       page = await ctx.transport.request('GET', `/sync/snapshot-sessions/${state.snapshotId}`, {
         query: { after_row_ordinal: next, max_rows: ctx.limits.snapshotPageRows },
-        schema: SnapshotPage,
+        schema: SnapshotAnswer,
       });
     } catch (error) {
       if (isCode(error, 'snapshot_session_not_found', 'snapshot_session_expired')) return false;
