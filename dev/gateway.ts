@@ -69,16 +69,35 @@ function sendError(res: ServerResponse, status: number, error: string, message: 
   send(res, status, JSON.stringify({ error, message }), { 'content-type': 'application/json' });
 }
 
-/** Reads the body, refusing more than `limit` bytes without buffering the rest. */
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).byteLength;
-    if (size > limit) return 'too_large';
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+/**
+ * Past this many body bytes the gateway stops draining and drops the connection, as API Gateway
+ * does with payloads over its own limit (10 MB).
+ */
+const DRAIN_MAX_BYTES = 10 * 1024 * 1024;
+
+/**
+ * Reads the body, refusing more than `limit` bytes without buffering the rest. An oversized body
+ * is still drained (discarded) to its end before the 413 goes out: answering and closing while the
+ * client is still uploading resets the connection, and the client never sees the 413.
+ */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size <= limit) chunks.push(chunk);
+      else {
+        chunks.length = 0;
+        if (size > DRAIN_MAX_BYTES) req.destroy();
+      }
+    });
+    req.on('end', () => resolve(size > limit ? 'too_large' : Buffer.concat(chunks)));
+    req.on('error', reject);
+    req.on('close', () => {
+      if (!req.complete) reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
+    });
+  });
 }
 
 function templateMatches(template: string, path: string): boolean {
@@ -192,6 +211,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
+      // The client went away mid-request: nobody to answer, nothing to report.
+      if (!req.complete && (error as { code?: unknown }).code === 'ECONNRESET') return void res.destroy();
       console.error('gateway error', error);
       if (!res.headersSent) sendError(res, 500, 'internal_error', 'gateway error');
       else res.destroy();

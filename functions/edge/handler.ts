@@ -30,6 +30,15 @@ export interface Route {
 
 export type LambdaHandler = (event: HttpApiEvent) => Promise<HttpResult>;
 
+/** A path segment's value; malformed percent-encoding (`%`, `%ZZ`, `%E0%A4%A`) is the client's. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new SyncError('invalid_request', 'a path parameter is not valid percent-encoded UTF-8');
+  }
+}
+
 function matchPath(template: string, path: string): Record<string, string> | null {
   const want = template.split('/');
   const have = path.split('/');
@@ -40,7 +49,7 @@ function matchPath(template: string, path: string): Record<string, string> | nul
     const h = have[i] as string;
     if (w.startsWith('{') && w.endsWith('}')) {
       if (h === '') return null;
-      params[w.slice(1, -1)] = decodeURIComponent(h);
+      params[w.slice(1, -1)] = decodeSegment(h);
     } else if (w !== h) return null;
   }
   return params;

@@ -85,6 +85,10 @@ export function pathUuid(request: EdgeRequest, name: string): string {
   return raw.toLowerCase();
 }
 
+/** Longest user id claim accepted (the `sub` of a JWT). */
+const USER_ID_MAX_CHARS = 256;
+const UNSTORABLE = /\u0000|\p{Surrogate}/u;
+
 /**
  * The actor: the trusted user id from the authorizer (JWT claim, or a Lambda authorizer's
  * `userId`) and the source id from the Sync-Source-ID header.
@@ -92,8 +96,14 @@ export function pathUuid(request: EdgeRequest, name: string): string {
 export function actorOf(request: EdgeRequest, userIdClaim: string): Actor {
   const authorizer = request.event.requestContext.authorizer;
   const claim = authorizer?.jwt?.claims?.[userIdClaim] ?? authorizer?.lambda?.['userId'];
-  if (typeof claim !== 'string' || claim.length === 0 || claim.length > 256) {
+  if (typeof claim !== 'string' || claim.length === 0 || claim.length > USER_ID_MAX_CHARS) {
     throw new SyncError('authentication_failed', 'no authenticated user: send a valid bearer token');
+  }
+  // PostgreSQL text cannot hold U+0000 (the statement would fail: a 500), and a lone surrogate
+  // is encoded as U+FFFD on the way to PostgreSQL, so two different claims would share one
+  // stream. Neither is a user id this service can keep apart: refused like a missing one.
+  if (UNSTORABLE.test(claim)) {
+    throw new SyncError('authentication_failed', 'the user id claim contains characters PostgreSQL cannot store (U+0000 or a lone surrogate)');
   }
   const source = request.headers[SOURCE_ID_HEADER];
   if (source === undefined) throw new SyncError('invalid_request', 'the Sync-Source-ID header is required');
