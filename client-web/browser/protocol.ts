@@ -1,0 +1,111 @@
+/**
+ * Messages between a tab's main thread and its sync worker, and between the workers of several
+ * tabs (over a BroadcastChannel). Everything here is structured-clone data: BLOBs travel as
+ * Uint8Array, errors as `{code, message}`.
+ */
+import type { Progress } from '../api.js';
+import type { SqlValue } from '../sqlite/port.js';
+
+/** What the main thread tells its worker when it opens the database. */
+export interface WorkerOpenConfig {
+  /** Name of the local database; also names the lock and the channel shared by the tabs. */
+  readonly dbName: string;
+  /** Origin of the sync API. */
+  readonly baseUrl: string;
+  /** Bearer token; replace it with `setToken` when it is refreshed. */
+  readonly token: string;
+}
+
+/** One statement of `transaction()`. */
+export interface SqlStatement {
+  readonly sql: string;
+  readonly params?: readonly SqlValue[];
+}
+
+/** The methods a worker serves: every SyncClient method by name, plus the app's own SQL. */
+export const REMOTE_METHODS = [
+  'attach',
+  'sync',
+  'pushPending',
+  'pullToStable',
+  'rebuild',
+  'discardRejected',
+  'detach',
+  'pendingStatus',
+  'watch',
+  'query',
+  'run',
+  'exec',
+  'transaction',
+] as const;
+export type RemoteMethod = (typeof REMOTE_METHODS)[number];
+
+/** Methods after which the owner announces a `change`, so every tab can re-read its data. */
+export const CHANGING_METHODS: ReadonlySet<RemoteMethod> = new Set([
+  'attach',
+  'sync',
+  'pushPending',
+  'pullToStable',
+  'rebuild',
+  'discardRejected',
+  'detach',
+  'run',
+  'exec',
+  'transaction',
+]);
+
+/** A failure carried across a thread boundary. */
+export interface WireError {
+  readonly code: string;
+  readonly message: string;
+  readonly name: string;
+  readonly status?: number;
+}
+
+/** Which tab holds the database: this one (`owner`) or another (`follower`). */
+export type WorkerRole = 'starting' | 'owner' | 'follower';
+
+/** Events the owner sends to every tab. */
+export type HostEvent =
+  | { readonly type: 'progress'; readonly progress: Progress }
+  /** The database may have changed: `method` succeeded (in any tab). */
+  | { readonly type: 'change'; readonly method: RemoteMethod };
+
+/** Main thread → its own worker. */
+export type ToWorker =
+  | { readonly t: 'open'; readonly config: WorkerOpenConfig }
+  | { readonly t: 'token'; readonly token: string }
+  | { readonly t: 'call'; readonly id: number; readonly method: RemoteMethod; readonly args: readonly unknown[] }
+  | { readonly t: 'abort'; readonly id: number }
+  | { readonly t: 'close'; readonly id: number };
+
+/** A worker → its main thread. */
+export type FromWorker =
+  | { readonly t: 'role'; readonly role: WorkerRole }
+  | { readonly t: 'result'; readonly id: number; readonly value: unknown }
+  | { readonly t: 'error'; readonly id: number; readonly error: WireError }
+  | { readonly t: 'event'; readonly event: HostEvent };
+
+/** Between the workers of the tabs that share one database. */
+export type OnChannel =
+  | { readonly t: 'hello'; readonly from: string }
+  | { readonly t: 'owner'; readonly ownerId: string }
+  | { readonly t: 'call'; readonly from: string; readonly to: string; readonly id: number; readonly method: RemoteMethod; readonly args: readonly unknown[] }
+  | { readonly t: 'abort'; readonly from: string; readonly to: string; readonly id: number }
+  | { readonly t: 'result'; readonly to: string; readonly id: number; readonly value: unknown }
+  | { readonly t: 'error'; readonly to: string; readonly id: number; readonly error: WireError }
+  | { readonly t: 'event'; readonly event: HostEvent };
+
+/** Turns anything thrown into a WireError, keeping a `code` when the error has one. */
+export function toWireError(error: unknown): WireError {
+  if (error instanceof Error) {
+    const e = error as Error & { code?: unknown; status?: unknown };
+    return {
+      code: typeof e.code === 'string' ? e.code : 'worker_error',
+      message: e.message,
+      name: e.name,
+      ...(typeof e.status === 'number' ? { status: e.status } : {}),
+    };
+  }
+  return { code: 'worker_error', message: String(error), name: 'Error' };
+}
