@@ -2,9 +2,9 @@
  * `npm start`: the whole product on one machine. Without DATABASE_URL it starts embedded
  * PostgreSQL 17 under .data/, creates the demo schema, bootstraps, and serves the API and the
  * demo app on http://localhost:8787. With DATABASE_URL it bootstraps that database (a no-op
- * revalidation when it is already ready) and serves it.
+ * revalidation when it is already ready) and serves it. The demo is built into demo/dist first
+ * (dev/build-demo.ts).
  */
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
@@ -13,6 +13,7 @@ import { createPool } from '../core/db/index.js';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { createRuntime } from '../functions/index.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
+import { buildDemo } from './build-demo.js';
 import { startGateway } from './gateway.js';
 import { startLocalDatabase, type LocalDatabase } from './embedded-db.js';
 
@@ -49,7 +50,10 @@ async function main(): Promise<void> {
   const result = await bootstrap(runtime.db, { tables: config.tables, maxSchemaVersion: config.maxSchemaVersion });
   console.log(`lockstep: bootstrap ${result.created ? `created the sync layout (adopted ${result.adoptedRows} rows)` : 'verified the existing sync layout'}`);
 
-  const staticDir = [join(root, 'demo', 'dist'), join(root, 'demo', 'public')].find((d) => existsSync(join(d, 'index.html')));
+  // The demo is rebuilt on every start (under a second), so it always matches the sources.
+  const demo = await buildDemo();
+  console.log(`lockstep: built the demo app in ${demo.elapsedMs} ms`);
+  const staticDir = demo.outDir;
   const gateway = await startGateway({
     runtime,
     auth: { secret: env['SYNC_JWT_SECRET'], jwksUrl: env['SYNC_JWKS_URL'] },

@@ -1,0 +1,363 @@
+/**
+ * The demo's main thread: sign-in, the lists and todos UI, and the sync status bar. The data lives
+ * in SQLite (OPFS) inside the sync worker (worker.ts); this file only sends SQL and client calls
+ * there and renders what comes back, so the app works the same offline. SyncLoop decides when to
+ * sync; the service worker (sw.ts) caches this shell so a reload works offline too.
+ */
+import { connectSyncWorker, WorkerCallError, type WorkerSyncClient } from '../../client-web/browser/worker-client.js';
+import type { PendingStatus, Progress } from '../../client-web/api.js';
+import { dbNameFor } from './local-schema.js';
+import { clearSession, loadSession, mintDevToken, saveSession, type Session } from './session.js';
+import { ATTACHMENT_BYTES_MAX, createStore, TODOS_SHOWN_MAX, type ListRow, type Store, type TodoRow } from './store.js';
+import { SyncLoop, type SyncState } from './sync-loop.js';
+import { byId, el, formatBytes, reconcile, setInputValue } from './view.js';
+
+interface Running {
+  readonly session: Session;
+  readonly client: WorkerSyncClient;
+  readonly store: Store;
+  readonly loop: SyncLoop;
+  readonly selectedKey: string;
+  selectedListId: string | null;
+  /** Ends the event subscriptions of this session. */
+  readonly off: (() => void)[];
+}
+
+let current: Running | null = null;
+
+const describe = (error: unknown): string => (error instanceof WorkerCallError ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error));
+
+function showError(error: unknown): void {
+  const box = byId('sync-error');
+  box.textContent = describe(error);
+  box.hidden = false;
+}
+
+/** Runs a UI action; a failure is shown, never left as an unhandled rejection. */
+function act(task: () => Promise<unknown>): void {
+  task().catch(showError);
+}
+
+// ── Sign-in ─────────────────────────────────────────────────────────────────────────────────────
+
+function showSignIn(message = ''): void {
+  byId('app').hidden = true;
+  byId('sign-out').hidden = true;
+  byId('user-name').textContent = '';
+  byId('sign-in').hidden = false;
+  byId('sign-in-error').textContent = message;
+  byId<HTMLInputElement>('user-input').focus();
+}
+
+byId<HTMLFormElement>('sign-in-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const userId = byId<HTMLInputElement>('user-input').value.trim();
+  byId('sign-in-error').textContent = 'signing in…';
+  mintDevToken(userId)
+    .then((session) => {
+      saveSession(session);
+      startSession(session);
+    })
+    .catch((error: unknown) => (byId('sign-in-error').textContent = describe(error)));
+});
+
+byId('sign-out').addEventListener('click', () => act(signOut));
+
+/** Sign-out detaches the device, which clears its copy; refused while changes are unsynced. */
+async function signOut(): Promise<void> {
+  const run = current;
+  if (!run) return;
+  const blocked = byId('sign-out-blocked');
+  if (navigator.onLine) await run.loop.syncNow();
+  const result = await run.client.detach();
+  if (result.status === 'blocked') {
+    blocked.textContent = `Sign-out blocked: ${result.pendingRows} pending rows are not synced yet. Go online and sync first.`;
+    blocked.hidden = false;
+    return;
+  }
+  blocked.hidden = true;
+  await endSession();
+  clearSession();
+  showSignIn('Signed out; this device no longer holds your data.');
+}
+
+async function endSession(): Promise<void> {
+  const run = current;
+  if (!run) return;
+  current = null;
+  run.loop.stop();
+  for (const off of run.off) off();
+  await run.client.close();
+}
+
+// ── Session ─────────────────────────────────────────────────────────────────────────────────────
+
+function startSession(session: Session): void {
+  byId('sign-in').hidden = true;
+  byId('app').hidden = false;
+  byId('sign-out').hidden = false;
+  byId('user-name').textContent = session.userId;
+  byId('sync-error').hidden = true;
+
+  const worker = new Worker('/worker.js', { type: 'module', name: 'lockstep-sync' });
+  const client = connectSyncWorker(worker, { dbName: dbNameFor(session.userId), baseUrl: location.origin, token: session.token });
+  const selectedKey = `lockstep-demo-selected-${session.userId}`;
+  const run: Running = {
+    session,
+    client,
+    store: createStore(client),
+    selectedKey,
+    selectedListId: localStorage.getItem(selectedKey),
+    off: [],
+    loop: new SyncLoop({
+      client,
+      userId: session.userId,
+      isActive: () => client.role === 'owner',
+      refreshToken: async () => {
+        const fresh = await mintDevToken(session.userId);
+        saveSession(fresh);
+        client.setToken(fresh.token);
+      },
+      onChange: (state) => renderSyncState(state),
+    }),
+  };
+  current = run;
+  run.off.push(
+    client.on('progress', renderProgress),
+    client.on('role', (role) => {
+      const badge = byId('tab-role');
+      badge.dataset['state'] = role;
+      badge.textContent = role === 'owner' ? 'this tab syncs' : role === 'follower' ? 'another tab syncs' : 'starting';
+      if (role === 'owner') run.loop.request(0);
+    }),
+    client.on('change', ({ method }) => {
+      scheduleRender();
+      // Writes from any tab reach the owner as change events; it syncs them, debounced.
+      if ((method === 'run' || method === 'transaction' || method === 'exec') && client.role === 'owner') run.loop.request();
+    }),
+  );
+  scheduleRender();
+  run.loop.start().catch((error: unknown) => {
+    showError(error);
+    // The first start of a device needs the server (its table specs); try again when online.
+    if (error instanceof WorkerCallError && error.code === 'open_failed') addEventListener('online', () => location.reload(), { once: true });
+  });
+}
+
+// ── Rendering ───────────────────────────────────────────────────────────────────────────────────
+
+let rendering = false;
+let renderAgain = false;
+
+/** Re-reads the local database and updates the page; calls while it runs coalesce into one more. */
+function scheduleRender(): void {
+  if (rendering) {
+    renderAgain = true;
+    return;
+  }
+  rendering = true;
+  (async () => {
+    do {
+      renderAgain = false;
+      await renderAll();
+    } while (renderAgain);
+  })()
+    .catch(showError)
+    .finally(() => (rendering = false));
+}
+
+async function renderAll(): Promise<void> {
+  const run = current;
+  if (!run) return;
+  const [lists, counts, status] = [await run.store.lists(), await run.store.counts(), await run.client.pendingStatus()];
+  if (current !== run) return;
+  if (!lists.some((l) => l.id === run.selectedListId)) run.selectedListId = lists[0]?.id ?? null;
+  const todos = run.selectedListId ? await run.store.todos(run.selectedListId) : [];
+  byId('count-lists').textContent = String(counts.lists);
+  byId('count-todos').textContent = String(counts.todos);
+  byId('count-rows').textContent = String(counts.lists + counts.todos);
+  renderLists(run, lists);
+  renderTodos(run, lists, todos);
+  renderStatus(status);
+}
+
+function renderStatus(status: PendingStatus): void {
+  byId('pending-rows').textContent = String(status.dirtyRows + status.frozenRows);
+  byId('checkpoint').textContent = String(status.checkpoint);
+  const rejected = status.rejected;
+  byId('rejected').hidden = rejected === null;
+  byId('rejected-message').textContent = rejected ? `${rejected.code}: ${rejected.message}` : '';
+}
+
+function renderSyncState(state: Readonly<SyncState>): void {
+  const online = navigator.onLine && state.reachable;
+  const net = byId('net-state');
+  net.dataset['state'] = state.syncing && online ? 'syncing' : online ? 'online' : 'offline';
+  net.textContent = !navigator.onLine ? 'offline' : !state.reachable ? 'server unreachable' : state.syncing ? 'syncing…' : 'online';
+  byId('last-sync').textContent = state.lastSyncedAt ? `last synced ${new Date(state.lastSyncedAt).toLocaleTimeString()}` : state.attached ? 'not synced this session' : 'not attached yet';
+  byId('attach-note').textContent = state.attachNote ?? '';
+  const conflicts = byId('conflicts');
+  conflicts.hidden = state.conflictsResolved === 0;
+  conflicts.textContent = `${state.conflictsResolved} conflict${state.conflictsResolved === 1 ? '' : 's'} resolved: another device changed the same rows first, and the server's version was kept.`;
+  const error = byId('sync-error');
+  error.hidden = state.lastError === null;
+  error.textContent = state.lastError ? `last error: ${state.lastError}` : '';
+  const phase = byId('progress-phase');
+  if (!state.syncing && phase.textContent === 'downloaded, applying') phase.textContent = 'hydrated';
+  if (state.rejected) {
+    byId('rejected').hidden = false;
+    byId('rejected-message').textContent = `${state.rejected.code}: ${state.rejected.message}`;
+  }
+  scheduleRender();
+}
+
+function renderProgress(progress: Progress): void {
+  byId('progress').hidden = false;
+  const fraction = progress.rowsTotal > 0 ? Math.min(1, progress.rowsDone / progress.rowsTotal) : 1;
+  byId<HTMLProgressElement>('progress-bar').value = fraction;
+  const complete = progress.rowsDone >= progress.rowsTotal;
+  // The last step of a hydration (replacing the local tables in one transaction) comes after the last page.
+  byId('progress-phase').textContent = progress.phase === 'hydrate' ? (complete ? 'downloaded, applying' : 'hydrating') : progress.phase === 'pull' ? 'pulling' : 'pushing';
+  byId('progress-text').textContent = `${progress.rowsDone} / ${progress.rowsTotal} rows (${Math.round(fraction * 100)}%)`;
+}
+
+function selectList(run: Running, id: string): void {
+  run.selectedListId = id;
+  localStorage.setItem(run.selectedKey, id);
+  scheduleRender();
+}
+
+/** Commits an edited title on change (blur or Enter); an empty title restores the old one. */
+function titleInput(testid: string, save: (title: string) => Promise<void>): HTMLInputElement {
+  const input = el('input', { type: 'text', testid });
+  input.addEventListener('change', () => {
+    const title = input.value.trim();
+    if (title) act(() => save(title));
+    else scheduleRender();
+  });
+  input.addEventListener('keydown', (event) => event.key === 'Enter' && input.blur());
+  return input;
+}
+
+function renderLists(run: Running, lists: readonly ListRow[]): void {
+  reconcile(
+    byId('lists'),
+    lists,
+    (list) => list.id,
+    (list) => {
+      const li = el('li', { testid: 'list' });
+      li.dataset['id'] = list.id;
+      li.append(
+        el('button', { testid: 'list-select', title: 'open this list', onclick: () => selectList(run, list.id) }, '▸'),
+        titleInput('list-title', (title) => run.store.renameList(list.id, title)),
+        el('span', { className: 'muted', testid: 'list-count' }),
+        el('button', { testid: 'list-delete', title: 'delete the list and its to-dos', onclick: () => act(() => run.store.deleteList(list.id)) }, '✕'),
+      );
+      return li;
+    },
+    (li, list) => {
+      li.dataset['title'] = list.title;
+      li.classList.toggle('selected', list.id === run.selectedListId);
+      setInputValue(li.querySelector('input') as HTMLInputElement, list.title);
+      (li.querySelector('[data-testid=list-count]') as HTMLElement).textContent = String(list.todoCount);
+    },
+  );
+}
+
+function renderTodos(run: Running, lists: readonly ListRow[], todos: readonly TodoRow[]): void {
+  const list = lists.find((l) => l.id === run.selectedListId);
+  byId('current-list').textContent = list ? list.title : 'No list selected';
+  byId('new-todo-form').hidden = !list;
+  const more = byId('todos-more');
+  more.hidden = !list || list.todoCount <= TODOS_SHOWN_MAX;
+  more.textContent = list ? `showing the first ${TODOS_SHOWN_MAX} of ${list.todoCount} to-dos` : '';
+  reconcile(
+    byId('todos'),
+    todos,
+    (todo) => todo.id,
+    (todo) => {
+      const li = el('li', { testid: 'todo' });
+      li.dataset['id'] = todo.id;
+      const done = el('input', { type: 'checkbox', testid: 'todo-done' });
+      done.addEventListener('change', () => act(() => run.store.setDone(todo.id, done.checked)));
+      const attachment = el('a', { testid: 'todo-attachment', href: '#' });
+      attachment.addEventListener('click', (event) => {
+        event.preventDefault();
+        act(() => download(run, todo.id));
+      });
+      li.append(
+        done,
+        titleInput('todo-title', (title) => run.store.renameTodo(todo.id, title)),
+        attachment,
+        el('button', { testid: 'todo-delete', title: 'delete', onclick: () => act(() => run.store.deleteTodo(todo.id)) }, '✕'),
+      );
+      return li;
+    },
+    (li, todo) => {
+      li.dataset['title'] = todo.title;
+      li.dataset['done'] = String(todo.done);
+      li.classList.toggle('done', todo.done);
+      (li.querySelector('[data-testid=todo-done]') as HTMLInputElement).checked = todo.done;
+      setInputValue(li.querySelector('[data-testid=todo-title]') as HTMLInputElement, todo.title);
+      const attachment = li.querySelector('[data-testid=todo-attachment]') as HTMLAnchorElement;
+      attachment.hidden = todo.attachmentName === null;
+      attachment.textContent = todo.attachmentName ? `📎 ${todo.attachmentName} (${formatBytes(todo.attachmentBytes ?? 0)})` : '';
+    },
+  );
+}
+
+async function download(run: Running, todoId: string): Promise<void> {
+  const file = await run.store.attachment(todoId);
+  if (!file) return;
+  const url = URL.createObjectURL(new Blob([file.bytes as Uint8Array<ArrayBuffer>]));
+  el('a', { href: url, download: file.name }).click();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+// ── Forms ───────────────────────────────────────────────────────────────────────────────────────
+
+byId<HTMLFormElement>('new-list-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const run = current;
+  const input = byId<HTMLInputElement>('new-list-title');
+  const title = input.value.trim();
+  if (!run || !title) return;
+  input.value = '';
+  act(async () => selectList(run, await run.store.addList(title)));
+});
+
+byId<HTMLFormElement>('new-todo-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const run = current;
+  const input = byId<HTMLInputElement>('new-todo-title');
+  const fileInput = byId<HTMLInputElement>('new-todo-file');
+  const title = input.value.trim();
+  const listId = run?.selectedListId;
+  if (!run || !title || !listId) return;
+  const file = fileInput.files?.[0];
+  if (file && file.size > ATTACHMENT_BYTES_MAX) return showError(new Error(`attachments are limited to ${formatBytes(ATTACHMENT_BYTES_MAX)} in this demo`));
+  input.value = '';
+  fileInput.value = '';
+  act(async () => run.store.addTodo(listId, title, file ? { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) } : null));
+});
+
+byId('sync-now').addEventListener('click', () => act(() => current?.loop.syncNow() ?? Promise.resolve()));
+byId('discard-rejected').addEventListener('click', () => act(() => current?.loop.discardRejected() ?? Promise.resolve()));
+addEventListener('online', () => current && renderSyncState(current.loop.state));
+addEventListener('offline', () => current && renderSyncState(current.loop.state));
+
+// ── Start ───────────────────────────────────────────────────────────────────────────────────────
+
+async function registerShell(): Promise<void> {
+  const badge = byId('shell-state');
+  if (!('serviceWorker' in navigator)) return;
+  await navigator.serviceWorker.register('/sw.js');
+  await navigator.serviceWorker.ready;
+  badge.dataset['state'] = 'cached';
+  badge.textContent = 'works offline';
+}
+
+registerShell().catch((error: unknown) => console.warn('service worker not registered', error));
+const saved = loadSession();
+if (saved) startSession(saved);
+else showSignIn();

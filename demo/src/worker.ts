@@ -1,0 +1,15 @@
+/** The demo's sync worker: OPFS SQLite with the demo tables, shared by the tabs of one user. */
+import { hostSyncWorker } from '../../client-web/browser/worker-host.js';
+import { DEMO_TABLES, LOCAL_SCHEMA_SQL } from './local-schema.js';
+
+hostSyncWorker({
+  schemaSql: LOCAL_SCHEMA_SQL,
+  tables: DEMO_TABLES,
+  watch: 'long-poll',
+  // The app loops on its own (debounced writes, `online` events, watch), so a request that
+  // fails twice is reported at once instead of retried for half a minute while offline.
+  retry: { maxAttempts: 2, baseDelayMs: 200, maxDelayMs: 1000 },
+  // Snapshot pages of 2,000 rows: a hydration of 20,000 rows moves the progress bar in ten steps
+  // (the server's largest page, 5,000, would give four) at about the same total time.
+  pageRows: 2000,
+});
