@@ -1,0 +1,58 @@
+/**
+ * Browser tests: finds the installed chromium (Debian's, or CHROMIUM_PATH), launches it headless
+ * with playwright-core, and drives the demo app as a "device" (one browser context = one device
+ * with its own OPFS, service worker and storage). Screenshots go to test-artifacts/.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const ARTIFACTS_DIR = join(ROOT, 'test-artifacts');
+
+/** The chromium binary, or null when none is installed (the browser tests then skip). */
+export function findChromium(): string | null {
+  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+  return candidates.find((path): path is string => !!path && existsSync(path)) ?? null;
+}
+
+export async function launchChromium(executablePath: string): Promise<Browser> {
+  return chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+}
+
+/** Saves a full-page screenshot as test-artifacts/<folder>/<name>.png. */
+export async function screenshot(page: Page, folder: string, name: string): Promise<string> {
+  const dir = join(ARTIFACTS_DIR, folder);
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/** One device of the demo: a browser context with one page, and what it logged. */
+export interface DemoDevice {
+  readonly name: string;
+  readonly context: BrowserContext;
+  readonly page: Page;
+  /** Uncaught exceptions in the page: a test asserts there are none. */
+  readonly pageErrors: string[];
+  /** Console errors (failed requests while offline are expected), for failure messages. */
+  readonly consoleErrors: string[];
+  close(): Promise<void>;
+}
+
+export async function openDemoDevice(browser: Browser, baseUrl: string, name: string): Promise<DemoDevice> {
+  const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: 1100, height: 800 } });
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  const consoleErrors: string[] = [];
+  const watch = (p: Page) => {
+    p.on('pageerror', (error) => pageErrors.push(`[${name}] ${error.message}`));
+    p.on('console', (message) => message.type() === 'error' && consoleErrors.push(`[${name}] ${message.text()}`));
+  };
+  watch(page);
+  context.on('page', watch);
+  await page.goto('/');
+  return { name, context, page, pageErrors, consoleErrors, close: () => context.close() };
+}
