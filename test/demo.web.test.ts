@@ -210,6 +210,73 @@ describe.skipIf(!chromiumPath)('demo app in chromium', () => {
     expect(b.pageErrors).toEqual([]);
   });
 
+  it('two tabs of one device share the database: one syncs, the other follows and takes over when it closes', async () => {
+    const b = devices.find((d) => d.name === 'bob-laptop') as DemoDevice;
+    const first = b.page;
+    const second = await b.context.newPage();
+    await second.goto('/');
+    await until('the second tab follows', () => text(second, 'tab-role'), 'another tab syncs');
+    expect(await text(first, 'tab-role')).toBe('this tab syncs');
+    await until('the second tab shows the rows', () => text(second, 'count-rows'), '3');
+    await second.locator('[data-testid="todo"]').first().waitFor();
+    await addTodo(second, 'from the second tab');
+    await todo(first, 'from the second tab').waitFor();
+    await until('the write from the follower is synced', async () => Object.keys(await serverTodos(s, 'bob')).includes('from the second tab'), true);
+    await screenshot(second, SHOTS, 'c-bob-second-tab');
+
+    await first.close();
+    await until('the second tab takes over', () => text(second, 'tab-role'), 'this tab syncs', 15_000);
+    await addTodo(second, 'after the takeover');
+    await until('the new owner syncs', async () => Object.keys(await serverTodos(s, 'bob')).includes('after the takeover'), true);
+    b.page = second;
+    expect(b.pageErrors).toEqual([]);
+  });
+
+  it('shows a conflict resolved by the server, and a rejected push with a discard button', async () => {
+    // Both devices rename the same to-do offline; the laptop syncs first and its version wins.
+    await a1.context.setOffline(true);
+    await a2.context.setOffline(true);
+    for (const [d, title] of [[a1, 'receipt (laptop)'], [a2, 'receipt (phone)']] as const) {
+      const input = todo(d.page, 'receipt').locator('[data-testid="todo-title"]');
+      await input.fill(title);
+      await input.press('Enter');
+      await todo(d.page, title).waitFor();
+    }
+    await a1.context.setOffline(false);
+    await until('laptop synced its rename', () => text(a1.page, 'pending-rows'), '0');
+    await a2.context.setOffline(false);
+    await todo(a2.page, 'receipt (laptop)').waitFor({ timeout: SYNC_WAIT_MS });
+    await until('phone shows the conflict', () => text(a2.page, 'conflicts'), '1 conflict resolved: another device changed the same rows first, and the server\'s version was kept.');
+    await until('phone has nothing pending', () => text(a2.page, 'pending-rows'), '0');
+    expect(Object.keys(await serverTodos(s, 'alice'))).toContain('receipt (laptop)');
+    await screenshot(a2.page, SHOTS, 'e-phone-conflict');
+
+    // The phone adds a to-do offline to a list the laptop deletes meanwhile: the server refuses it.
+    await addList(a1.page, 'Party');
+    await list(a2.page, 'Party').waitFor({ timeout: SYNC_WAIT_MS });
+    await a2.context.setOffline(true);
+    await list(a2.page, 'Party').locator('[data-testid="list-select"]').click();
+    await until('phone shows Party', () => text(a2.page, 'current-list'), 'Party');
+    await addTodo(a2.page, 'balloons');
+    await list(a1.page, 'Party').locator('[data-testid="list-delete"]').click();
+    await list(a1.page, 'Party').waitFor({ state: 'detached' });
+    await until('laptop synced the delete', () => text(a1.page, 'pending-rows'), '0');
+    await a2.context.setOffline(false);
+    await testid(a2.page, 'rejected').waitFor({ state: 'visible', timeout: SYNC_WAIT_MS });
+    const message = await text(a2.page, 'rejected-message');
+    await screenshot(a2.page, SHOTS, 'e-phone-rejected');
+    expect(message).not.toBe('');
+    expect(await text(a2.page, 'pending-rows')).not.toBe('0');
+    await testid(a2.page, 'discard-rejected').click();
+    await testid(a2.page, 'rejected').waitFor({ state: 'hidden', timeout: SYNC_WAIT_MS });
+    await list(a2.page, 'Party').waitFor({ state: 'detached', timeout: SYNC_WAIT_MS });
+    await until('phone has nothing pending after the discard', () => text(a2.page, 'pending-rows'), '0');
+    expect(await todo(a2.page, 'balloons').count()).toBe(0);
+    expect(Object.keys(await serverTodos(s, 'alice'))).not.toContain('balloons');
+    console.log(`rejected push shown as: ${message}`);
+    expect([...a1.pageErrors, ...a2.pageErrors]).toEqual([]);
+  });
+
   it('a fresh device hydrates 20,000 rows with a moving progress bar', async () => {
     const lists = 20;
     const todosPerList = 999;
@@ -262,7 +329,7 @@ describe.skipIf(!chromiumPath)('demo app in chromium', () => {
     expect(await text(c.page, 'count-todos')).toBe(String(lists * todosPerList));
     expect(await testid(c.page, 'todo').count()).toBe(200);
     expect(await text(c.page, 'todos-more')).toBe(`showing the first 200 of ${todosPerList} to-dos`);
-    await screenshot(c.page, SHOTS, 'd-carol-hydrated');
+    await screenshot(c.page, SHOTS, 'd-carol-hydrated', { fullPage: false });
     expect(c.pageErrors).toEqual([]);
   });
 });

@@ -211,7 +211,11 @@ function renderSyncState(state: Readonly<SyncState>): void {
   scheduleRender();
 }
 
+/** Small pushes and pulls finish before a bar could say anything; hydrations always show it. */
+const PROGRESS_ROWS_MIN = 1000;
+
 function renderProgress(progress: Progress): void {
+  if (progress.phase !== 'hydrate' && progress.rowsTotal < PROGRESS_ROWS_MIN) return;
   byId('progress').hidden = false;
   const fraction = progress.rowsTotal > 0 ? Math.min(1, progress.rowsDone / progress.rowsTotal) : 1;
   byId<HTMLProgressElement>('progress-bar').value = fraction;
@@ -280,7 +284,7 @@ function renderTodos(run: Running, lists: readonly ListRow[], todos: readonly To
       li.dataset['id'] = todo.id;
       const done = el('input', { type: 'checkbox', testid: 'todo-done' });
       done.addEventListener('change', () => act(() => run.store.setDone(todo.id, done.checked)));
-      const attachment = el('a', { testid: 'todo-attachment', href: '#' });
+      const attachment = el('a', { testid: 'todo-attachment', href: '#', title: 'download the attachment' });
       attachment.addEventListener('click', (event) => {
         event.preventDefault();
         act(() => download(run, todo.id));
@@ -301,7 +305,7 @@ function renderTodos(run: Running, lists: readonly ListRow[], todos: readonly To
       setInputValue(li.querySelector('[data-testid=todo-title]') as HTMLInputElement, todo.title);
       const attachment = li.querySelector('[data-testid=todo-attachment]') as HTMLAnchorElement;
       attachment.hidden = todo.attachmentName === null;
-      attachment.textContent = todo.attachmentName ? `📎 ${todo.attachmentName} (${formatBytes(todo.attachmentBytes ?? 0)})` : '';
+      attachment.textContent = todo.attachmentName ? `${todo.attachmentName} (${formatBytes(todo.attachmentBytes ?? 0)})` : '';
     },
   );
 }

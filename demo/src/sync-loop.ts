@@ -150,7 +150,7 @@ export class SyncLoop {
         this.state.conflictsResolved += result.push.conflictsResolved;
       }
       this.state.rejected = result.push.status === 'rejected' ? { code: result.push.code, message: result.push.message } : null;
-      this.state.lastSyncedAt = Date.now();
+      if (!this.state.rejected) this.state.lastSyncedAt = Date.now();
       this.state.lastError = null;
       this.state.reachable = true;
       this.failures = 0;

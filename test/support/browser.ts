@@ -21,12 +21,12 @@ export async function launchChromium(executablePath: string): Promise<Browser> {
   return chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
 }
 
-/** Saves a full-page screenshot as test-artifacts/<folder>/<name>.png. */
-export async function screenshot(page: Page, folder: string, name: string): Promise<string> {
+/** Saves a screenshot (the full page unless told otherwise) as test-artifacts/<folder>/<name>.png. */
+export async function screenshot(page: Page, folder: string, name: string, options: { fullPage?: boolean } = {}): Promise<string> {
   const dir = join(ARTIFACTS_DIR, folder);
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
+  await page.screenshot({ path, fullPage: options.fullPage ?? true });
   return path;
 }
 
@@ -34,7 +34,8 @@ export async function screenshot(page: Page, folder: string, name: string): Prom
 export interface DemoDevice {
   readonly name: string;
   readonly context: BrowserContext;
-  readonly page: Page;
+  /** The device's current tab. */
+  page: Page;
   /** Uncaught exceptions in the page: a test asserts there are none. */
   readonly pageErrors: string[];
   /** Console errors (failed requests while offline are expected), for failure messages. */
