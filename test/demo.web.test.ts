@@ -20,7 +20,7 @@ const chromiumPath = findChromium();
 if (!chromiumPath) console.warn('demo.web.test.ts: SKIPPED — no chromium found (install Debian\'s chromium or set CHROMIUM_PATH; .ci/run installs it)');
 
 /** How long a change may take to travel device → server → device (debounce + watch long poll). */
-const SYNC_WAIT_MS = 20_000;
+const SYNC_WAIT_MS = 30_000;
 const SHOTS = 'demo';
 
 const testid = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
@@ -70,7 +70,8 @@ async function serverTodos(s: TestServer, user: string): Promise<Record<string, 
   return Object.fromEntries(rows.map((r) => [r.title as string, { done: r.done as boolean, attachment: r.attachment as string | null }]));
 }
 
-describe.skipIf(!chromiumPath)('demo app in chromium', () => {
+// Generous timeouts: `npm test` runs this beside the PostgreSQL suites on a 2-core machine.
+describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () => {
   let s: TestServer;
   let browser: Browser;
   const devices: DemoDevice[] = [];

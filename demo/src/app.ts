@@ -128,6 +128,7 @@ function startSession(session: Session): void {
       const badge = byId('tab-role');
       badge.dataset['state'] = role;
       badge.textContent = role === 'owner' ? 'this tab syncs' : role === 'follower' ? 'another tab syncs' : 'starting';
+      renderSyncState(run.loop.state);
       if (role === 'owner') run.loop.request(0);
     }),
     client.on('change', ({ method }) => {
@@ -194,7 +195,13 @@ function renderSyncState(state: Readonly<SyncState>): void {
   const net = byId('net-state');
   net.dataset['state'] = state.syncing && online ? 'syncing' : online ? 'online' : 'offline';
   net.textContent = !navigator.onLine ? 'offline' : !state.reachable ? 'server unreachable' : state.syncing ? 'syncing…' : 'online';
-  byId('last-sync').textContent = state.lastSyncedAt ? `last synced ${new Date(state.lastSyncedAt).toLocaleTimeString()}` : state.attached ? 'not synced this session' : 'not attached yet';
+  byId('last-sync').textContent = state.lastSyncedAt
+    ? `last synced ${new Date(state.lastSyncedAt).toLocaleTimeString()}`
+    : current?.client.role === 'follower'
+      ? 'synced by another tab'
+      : state.attached
+        ? 'not synced this session'
+        : 'not attached yet';
   byId('attach-note').textContent = state.attachNote ?? '';
   const conflicts = byId('conflicts');
   conflicts.hidden = state.conflictsResolved === 0;
