@@ -52,6 +52,8 @@ export interface PgBouncerOptions {
    * PgBouncer fails its query (default 120 s). Tests that make the server unreachable set it low.
    */
   readonly queryWaitTimeoutSeconds?: number;
+  /** PgBouncer's `server_login_retry`: the pause after a failed server login (default 15 s). */
+  readonly serverLoginRetrySeconds?: number;
 }
 
 /** Starts PgBouncer (pool_mode=transaction) forwarding every database to `adminUrl`'s server. */
@@ -89,6 +91,7 @@ export async function startPgBouncer(adminUrl: string, options: PgBouncerOptions
       // consecutive transactions of one client really land on different backends.
       'server_round_robin = 1',
       ...(options.queryWaitTimeoutSeconds !== undefined ? [`query_wait_timeout = ${options.queryWaitTimeoutSeconds}`] : []),
+      ...(options.serverLoginRetrySeconds !== undefined ? [`server_login_retry = ${options.serverLoginRetrySeconds}`] : []),
       'log_connections = 0',
       'log_disconnections = 0',
       `admin_users = ${user}`,
