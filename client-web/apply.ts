@@ -10,7 +10,7 @@ import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { stageTable } from './install.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
-import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
+import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
 /** Runs `fn` with capture off and foreign keys deferred until the caller's commit. */
 export async function inApplyMode<T>(tx: SqliteStatements, fn: () => Promise<T>): Promise<T> {
@@ -183,4 +183,62 @@ export async function setRowMeta(tx: SqliteStatements, table: TableModel, keyLoc
   await tx.run(
     'INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, ?) ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted',
     [table.local, keyLocal, version, deleted ? 1 : 0]);
+}
+
+/** SQLite refused the COMMIT (SQLITE_CONSTRAINT): a deferred foreign key is still violated. */
+function isDeferredFkFailure(error: unknown): boolean {
+  const e = error as { code?: unknown; sql?: unknown } | null;
+  return e?.code === 19 && e.sql === 'COMMIT';
+}
+
+/**
+ * Runs one apply transaction (pull page, replay, conflict resolution, snapshot). Server rows can
+ * arrive whose parent is not in the local database — under a parent deleted locally and not
+ * pushed yet, or (a conflict the server wins) in a parent this device has not pulled yet — and
+ * the deferred foreign key then refuses the COMMIT on every retry, so the device would be stuck.
+ * On that refusal the transaction runs again and repairs the orphans before committing (see
+ * `repairOrphans`); the common path pays nothing.
+ */
+export async function applyTransaction<T>(db: SqliteDb, model: LocalModel, fn: (tx: SqliteStatements) => Promise<T>): Promise<T> {
+  try {
+    return await db.transaction(fn);
+  } catch (error) {
+    if (!isDeferredFkFailure(error)) throw error;
+    return db.transaction(async (tx) => {
+      const result = await fn(tx);
+      await inApplyMode(tx, () => repairOrphans(tx, model));
+      return result;
+    });
+  }
+}
+
+/**
+ * Deletes managed rows whose parent is missing. Under a parent with a pending local change (a
+ * local delete not pushed yet) the delete is captured, with its cascade: the local delete of the
+ * parent covers children it learns of later, as SQLite's cascade would have had they been there,
+ * and the server cascades the same way. Under a parent this device has never seen, the delete
+ * is not captured and `rebuild_required` is set: the next sync's rebuild brings both back.
+ */
+export async function repairOrphans(tx: SqliteStatements, model: LocalModel): Promise<void> {
+  const violations = await tx.query<{ table: string; rowid: SqlValue; parent: string; fkid: number }>('PRAGMA foreign_key_check');
+  let rebuild = false;
+  for (const v of violations) {
+    const t = model.byLocal.get(v.table);
+    if (!t || v.rowid === null) continue;
+    const [fk] = await tx.query<{ from: string }>('SELECT "from" FROM pragma_foreign_key_list(?) WHERE id = ?', [v.table, v.fkid]);
+    if (!fk) continue;
+    const [child] = await tx.query(`SELECT ${qi(fk.from)} AS parent_key FROM ${qi(t.local)} WHERE rowid = ?`, [v.rowid]);
+    if (!child) continue;
+    const [pending] = await tx.query('SELECT 1 AS p FROM _sync_dirty WHERE tbl = ? AND key = ?', [v.parent, child['parent_key'] ?? null]);
+    if (pending) {
+      // Capture on for this delete: the triggers mark the row (and anything it cascades to).
+      await tx.run('UPDATE _sync_control SET applying = 0 WHERE id = 1');
+      await tx.run(`DELETE FROM ${qi(t.local)} WHERE rowid = ?`, [v.rowid]);
+      await tx.run('UPDATE _sync_control SET applying = 1 WHERE id = 1');
+    } else {
+      await tx.run(`DELETE FROM ${qi(t.local)} WHERE rowid = ?`, [v.rowid]);
+      rebuild = true;
+    }
+  }
+  if (rebuild) await tx.run('UPDATE _sync_attachment_state SET rebuild_required = 1 WHERE id = 1');
 }

@@ -12,7 +12,7 @@ import { type CommittedRow } from '../core/protocol/rows.js';
 import { type PullResponse } from '../core/protocol/read-path.js';
 import { PullAnswer } from './wire.js';
 import { type PullResult } from './api.js';
-import { applyCommittedRows, inApplyMode } from './apply.js';
+import { applyCommittedRows, applyTransaction, inApplyMode } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { isCode } from './http-errors.js';
@@ -75,7 +75,7 @@ export async function pullToStable(ctx: ClientContext): Promise<PullResult> {
     }
     const last = page.bundles.at(-1)?.bundle_seq;
     if (last !== undefined) {
-      const stats = await ctx.db.transaction(async (tx) => {
+      const stats = await applyTransaction(ctx.db, ctx.model, async (tx) => {
         const applied = await inApplyMode(tx, () => applyCommittedRows(tx, ctx.model, rows, false));
         await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = max(last_bundle_seq_seen, ?) WHERE id = 1', [last]);
         return applied;

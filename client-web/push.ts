@@ -25,7 +25,7 @@ import { CommittedRowsAnswer } from './wire.js';
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
 import { type ConflictResolution, type PushResult } from './api.js';
-import { applyCommittedRows, applyServerRow, inApplyMode, keyFromWire, payloadToValues, setRowMeta } from './apply.js';
+import { applyCommittedRows, applyServerRow, applyTransaction, inApplyMode, keyFromWire, payloadToValues, setRowMeta } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { isCode, SOURCE_REFUSALS } from './http-errors.js';
@@ -163,7 +163,7 @@ async function replay(ctx: ClientContext, frozen: FrozenBundle, bundle: BundleSu
     await rebuild(ctx);
     return;
   }
-  await ctx.db.transaction(async (tx) => {
+  await applyTransaction(ctx.db, ctx.model, async (tx) => {
     await inApplyMode(tx, () => applyCommittedRows(tx, ctx.model, fetched, true));
     await acknowledge(tx, frozen);
     // The checkpoint moves only when no earlier bundle is missing locally.
@@ -201,7 +201,7 @@ async function resolveConflicts(ctx: ClientContext, frozen: FrozenBundle, rows: 
     decisions.push({ at, conflict, resolution: await decide(rows[at] as OutboxRow, conflict) });
   }
   const next: (OutboxRow | null)[] = [...rows];
-  return ctx.db.transaction(async (tx) => {
+  return applyTransaction(ctx.db, ctx.model, async (tx) => {
     await inApplyMode(tx, async () => {
       for (const { at, conflict, resolution } of decisions) {
         const row = rows[at] as OutboxRow;

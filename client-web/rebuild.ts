@@ -18,7 +18,7 @@ import { SnapshotSession, type SnapshotPage } from '../core/protocol/read-path.j
 import { SnapshotAnswer } from './wire.js';
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type RebuildResult } from './api.js';
-import { applyStagedSnapshot, inApplyMode, stageSnapshotRows } from './apply.js';
+import { applyStagedSnapshot, applyTransaction, inApplyMode, stageSnapshotRows } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { isCode } from './http-errors.js';
@@ -159,7 +159,7 @@ export async function rebuild(ctx: ClientContext, options: RebuildOptions = {}):
     state = null;
   }
   const done = state;
-  const rowsApplied = await ctx.db.transaction(async (tx) => {
+  const rowsApplied = await applyTransaction(ctx.db, ctx.model, async (tx) => {
     const applied = await inApplyMode(tx, () => applyStagedSnapshot(tx, ctx.model));
     await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = ?, rebuild_required = 0 WHERE id = 1', [done.snapshotBundleSeq]);
     await clearRebuildState(ctx, tx);
