@@ -200,7 +200,7 @@ describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () 
     await until('bob shows offline', () => testid(b.page, 'net-state').getAttribute('data-state'), 'offline');
     await addTodo(b.page, 'unsynced');
     await testid(b.page, 'sign-out').click();
-    await until('sign-out is blocked', () => text(b.page, 'sign-out-blocked'), 'Sign-out blocked: 1 pending rows are not synced yet. Go online and sync first.');
+    await until('sign-out is blocked', () => text(b.page, 'sign-out-blocked'), 'Sign-out blocked: 1 pending row is not synced yet. Go online and sync first.');
     await screenshot(b.page, SHOTS, 'c-bob-sign-out-blocked');
     await b.context.setOffline(false);
     await until('bob has nothing pending', () => text(b.page, 'pending-rows'), '0');

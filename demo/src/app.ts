@@ -71,7 +71,7 @@ async function signOut(): Promise<void> {
   if (navigator.onLine) await run.loop.syncNow();
   const result = await run.client.detach();
   if (result.status === 'blocked') {
-    blocked.textContent = `Sign-out blocked: ${result.pendingRows} pending rows are not synced yet. Go online and sync first.`;
+    blocked.textContent = `Sign-out blocked: ${result.pendingRows} pending row${result.pendingRows === 1 ? ' is' : 's are'} not synced yet. Go online and sync first.`;
     blocked.hidden = false;
     return;
   }
@@ -147,30 +147,40 @@ function startSession(session: Session): void {
 
 // ── Rendering ───────────────────────────────────────────────────────────────────────────────────
 
-let rendering = false;
-let renderAgain = false;
-
-/** Re-reads the local database and updates the page; calls while it runs coalesce into one more. */
-function scheduleRender(): void {
-  if (rendering) {
-    renderAgain = true;
-    return;
-  }
-  rendering = true;
-  (async () => {
-    do {
-      renderAgain = false;
-      await renderAll();
-    } while (renderAgain);
-  })()
-    .catch(showError)
-    .finally(() => (rendering = false));
+/** A task that runs one at a time; calls while it runs coalesce into one more run after it. */
+function coalesced(task: () => Promise<void>): () => void {
+  let running = false;
+  let again = false;
+  return () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    (async () => {
+      do {
+        again = false;
+        await task();
+      } while (again);
+    })()
+      .catch(showError)
+      .finally(() => (running = false));
+  };
 }
 
-async function renderAll(): Promise<void> {
+/**
+ * Re-reads the local tables and the sync status and updates the page. The status is read apart:
+ * it waits for the client (a running sync holds it), and the rows must never wait for a sync.
+ */
+function scheduleRender(): void {
+  renderRows();
+  renderPending();
+}
+
+const renderRows = coalesced(async () => {
   const run = current;
   if (!run) return;
-  const [lists, counts, status] = [await run.store.lists(), await run.store.counts(), await run.client.pendingStatus()];
+  const [lists, counts] = [await run.store.lists(), await run.store.counts()];
   if (current !== run) return;
   if (!lists.some((l) => l.id === run.selectedListId)) run.selectedListId = lists[0]?.id ?? null;
   const todos = run.selectedListId ? await run.store.todos(run.selectedListId) : [];
@@ -179,8 +189,14 @@ async function renderAll(): Promise<void> {
   byId('count-rows').textContent = String(counts.lists + counts.todos);
   renderLists(run, lists);
   renderTodos(run, lists, todos);
-  renderStatus(status);
-}
+});
+
+const renderPending = coalesced(async () => {
+  const run = current;
+  if (!run) return;
+  const status = await run.client.pendingStatus();
+  if (current === run) renderStatus(status);
+});
 
 function renderStatus(status: PendingStatus): void {
   byId('pending-rows').textContent = String(status.dirtyRows + status.frozenRows);
