@@ -6,6 +6,7 @@
  * and its writes arrive when it is back; another user sees none of it; a fresh device hydrates
  * 20,000 rows with a moving progress bar. Screenshots land in test-artifacts/demo/.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Browser, type Page } from 'playwright-core';
 import { parseTables } from '../core/config.js';
@@ -112,6 +113,10 @@ describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () 
     await addTodo(a1.page, 'receipt', { name: 'receipt.bin', buffer: Buffer.from([0, 1, 2, 254, 255]) });
     await todo(a2.page, 'receipt').waitFor({ timeout: SYNC_WAIT_MS });
     expect(await todo(a2.page, 'receipt').locator('[data-testid="todo-attachment"]').textContent()).toContain('receipt.bin (5 B)');
+    // The attachment's bytes made it through the server to the other device intact.
+    const [download] = await Promise.all([a2.page.waitForEvent('download'), todo(a2.page, 'receipt').locator('[data-testid="todo-attachment"]').click()]);
+    expect(download.suggestedFilename()).toBe('receipt.bin');
+    expect([...readFileSync(await download.path())]).toEqual([0, 1, 2, 254, 255]);
 
     // The other way: the phone ticks milk off and renames the list; the laptop sees both.
     await todo(a2.page, 'milk').locator('[data-testid="todo-done"]').check();

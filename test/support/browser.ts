@@ -44,7 +44,7 @@ export interface DemoDevice {
 }
 
 export async function openDemoDevice(browser: Browser, baseUrl: string, name: string): Promise<DemoDevice> {
-  const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: 1100, height: 800 } });
+  const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: 1100, height: 800 }, acceptDownloads: true });
   const page = await context.newPage();
   const pageErrors: string[] = [];
   const consoleErrors: string[] = [];
