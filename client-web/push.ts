@@ -147,8 +147,10 @@ async function acknowledge(tx: SqliteStatements, frozen: FrozenBundle): Promise<
 
 /** Replays the committed bundle locally (or, below the retained floor, acknowledges and rebuilds). */
 async function replay(ctx: ClientContext, frozen: FrozenBundle, bundle: BundleSummary): Promise<void> {
-  if (bundle.source_bundle_id !== frozen.sourceBundleId || bundle.row_count !== frozen.rowCount) {
-    throw new ClientError(ClientErrorCode.protocolViolation, `the server committed source bundle ${bundle.source_bundle_id} with ${bundle.row_count} rows for frozen bundle ${frozen.sourceBundleId} with ${frozen.rowCount}`);
+  // The row counts may differ: the server captures its cascades and triggers into the same
+  // bundle (a list delete brings the deletes of items this device never saw).
+  if (bundle.source_bundle_id !== frozen.sourceBundleId) {
+    throw new ClientError(ClientErrorCode.protocolViolation, `the server committed source bundle ${bundle.source_bundle_id} for frozen bundle ${frozen.sourceBundleId}`);
   }
   let fetched: CommittedRow[];
   try {
