@@ -234,8 +234,10 @@ class Client implements SyncClient {
     });
   }
 
-  pendingStatus(): Promise<PendingStatus> {
-    return this.run(async () => {
+  /** Reads only, so it does not wait for a sync in progress (the database queue orders it). */
+  async pendingStatus(): Promise<PendingStatus> {
+    if (this.closed) throw new ClientError(ClientErrorCode.closed, 'the client is closed');
+    {
       const [attachment, source, frozen, counts] = [await readAttachment(this.ctx.db), await readSource(this.ctx.db), await readFrozen(this.ctx.db), await countDirty(this.ctx.db)];
       return {
         attachedUserId: attachment.userId,
@@ -249,7 +251,7 @@ class Client implements SyncClient {
         sourceRecovery: source.rotationReason,
         rejected: frozen?.rejected ? (JSON.parse(frozen.rejected) as { code: string; message: string }) : null,
       };
-    });
+    }
   }
 
   async watch(signal?: AbortSignal): Promise<WatchResult> {

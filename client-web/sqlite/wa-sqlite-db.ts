@@ -78,7 +78,15 @@ export interface WaSqliteDbOptions {
   module?: WaSqliteModule;
   /** Runs after the connection is closed (e.g. to release a VFS). */
   onClose?: () => void | Promise<void>;
+  /**
+   * Page cache of the connection in KiB (default 32 MiB). SQLite's own 2 MiB spills during the one
+   * transaction that applies a hydration, and on OPFS every spill is I/O: 32 MiB applied 20,000
+   * rows in about a quarter of the time in chromium.
+   */
+  cacheSizeKiB?: number;
 }
+
+const DEFAULT_CACHE_KIB = 32 * 1024;
 
 /** Runs tasks one at a time, in call order; a failed task does not stop the next. */
 class SerialQueue {
@@ -317,6 +325,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   void queue.push(async () => {
     try {
       await execNow('PRAGMA foreign_keys = ON');
+      await execNow(`PRAGMA cache_size = -${Math.max(64, Math.floor(options.cacheSizeKiB ?? DEFAULT_CACHE_KIB))}`);
       const rows = await queryNow('PRAGMA foreign_keys');
       if (rows[0]?.['foreign_keys'] !== 1) throw new SqliteError(SQLITE_CODES.ERROR, 'this SQLite build cannot enforce foreign keys');
     } catch (error) {
