@@ -4,16 +4,33 @@
  * Each run pushes fresh keys for a fresh user, and each baseline run writes fresh keys, so both
  * sides take the insert path into a table that grows the same way. Runs alternate which side
  * goes first.
+ *
+ * Then the same through the real web client: 10,000 local writes into wa-sqlite (captured by
+ * the client's triggers), and `client.sync()` (freeze, create, chunks, commit, replay of the
+ * committed rows, pull), against the same baseline (the direct upserts above). Client runs stop
+ * early once they have used CLIENT_PUSH_BUDGET_MS, so a slow client cannot blow the run's
+ * 10-minute budget; the figure's n says how many fitted.
  */
 import { type Benchmark } from './lib/context.js';
 import { countScope, directUpsert } from './lib/direct-pg.js';
 import { initEmpty, pushBundle, type PushTiming } from './lib/push.js';
-import { insertRows, makeNotes, meanPayloadBytes } from './lib/rows.js';
+import { insertRows, makeNotes, meanPayloadBytes, type Note } from './lib/rows.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
+import { SqlTimings } from './lib/sql-timing.js';
+import { clientFingerprint, localWrite, notesFingerprint, openBenchDevice } from './lib/web-client.js';
 
 const ROWS = 10_000;
 const CHUNK_ROWS = 1_000;
 export const PUSH_TARGET_RATIO = 0.33;
+/** Client push runs start only while the earlier ones took less than this in all. */
+const CLIENT_PUSH_BUDGET_MS = 45_000;
+
+interface ClientPushRun {
+  readonly writeMs: number;
+  readonly syncMs: number;
+  readonly httpMs: number;
+  readonly requests: number;
+}
 
 export const pushBenchmark: Benchmark = {
   name: 'push',
@@ -63,5 +80,55 @@ export const pushBenchmark: Benchmark = {
     rec.figure({ id: 'push.commit_ms', label: 'push: commit of 10k rows', unit: 'ms', value: spread(timings.map((t) => t.commitMs)) });
     const chunkShare = spread(timings.map((t) => t.chunksMs / t.totalMs));
     rec.note(`push split (median): chunk upload ${(chunkShare.median * 100).toFixed(0)}% of the push, commit ${(spread(timings.map((t) => t.commitMs / t.totalMs)).median * 100).toFixed(0)}%`);
+
+    // Through the real client: local writes, then sync().
+    const sqlTimings = new SqlTimings();
+    const clientPush = async (user: string, notes: readonly Note[], what: string): Promise<ClientPushRun> => {
+      const device = await openBenchDevice(server, user, sqlTimings);
+      try {
+        const attached = await device.client.attach(user);
+        rec.check(`${what}: attach initialized the empty scope`, attached.status === 'attached' && attached.resolution === 'initialize_empty', JSON.stringify(attached));
+        const write = await timed(() => localWrite(device.db, notes));
+        device.http.reset();
+        sqlTimings.reset();
+        const { ms, result } = await timed(() => device.client.sync());
+        const run = { writeMs: write.ms, syncMs: ms, httpMs: device.http.ms, requests: device.http.requests };
+        rec.check(`${what}: sync committed every row in one bundle`, result.push.status === 'committed' && result.push.rowCount === notes.length, JSON.stringify(result.push));
+        rec.expectEqual(`${what}: rows of ${user} in bench.notes`, await countScope(server.admin, 'notes', user), notes.length);
+        const status = await device.client.pendingStatus();
+        rec.check(`${what}: nothing left to push`, status.dirtyRows === 0 && status.frozenRows === 0, `dirty ${status.dirtyRows}, frozen ${status.frozenRows}`);
+        rec.expectEqual(`${what}: checkpoint at the committed bundle`, status.checkpoint, result.push.status === 'committed' ? result.push.bundleSeq : -1);
+        const fingerprint = await clientFingerprint(device.db);
+        rec.check(`${what}: local rows unchanged by the replay`, fingerprint === notesFingerprint(notes), fingerprint);
+        return run;
+      } finally {
+        await device.close();
+      }
+    };
+    await clientPush('client-push-warmup', makeNotes(1000, 99), 'client push warm-up');
+    const clientRuns: ClientPushRun[] = [];
+    let spentMs = 0;
+    for (let i = 0; i < runs && spentMs < CLIENT_PUSH_BUDGET_MS; i++) {
+      const c = await clientPush(`client-push-run-${i}`, makeNotes(ROWS, 100 + i), `client push run ${i}`);
+      clientRuns.push(c);
+      spentMs += c.writeMs + c.syncMs;
+      ctx.log(`client push run ${i}: local writes ${c.writeMs.toFixed(0)} ms, sync ${c.syncMs.toFixed(0)} ms (HTTP ${c.httpMs.toFixed(0)} ms in ${c.requests} requests)`);
+    }
+    if (clientRuns.length < runs) rec.note(`push via client: ${clientRuns.length} of ${runs} runs fitted in the ${CLIENT_PUSH_BUDGET_MS / 1000} s budget of this figure`);
+    rec.note(`push via client, costliest local statements of the last sync(): ${sqlTimings.top(3, 90).join(' ‖ ')}`);
+    const clientRate = spread(clientRuns.map((c) => rowsPerSecond(ROWS, c.syncMs)));
+    const clientRatio = clientRate.median / base.median;
+    rec.figure({
+      id: 'push.client_rows_per_s',
+      label: 'push 10k rows through the real client: sync() after local writes (freeze + create + 10 chunks + commit + replay)',
+      unit: 'rows/s',
+      value: clientRate,
+      baseline: { label: 'one multi-row INSERT … ON CONFLICT DO UPDATE, one transaction (the same runs as above)', value: base },
+      ratio: clientRatio,
+      target: { text: `≥ ${PUSH_TARGET_RATIO}× baseline`, met: clientRatio >= PUSH_TARGET_RATIO },
+    });
+    rec.figure({ id: 'push.client_http_ms', label: 'push via client: HTTP (server + transfer)', unit: 'ms', value: spread(clientRuns.map((c) => c.httpMs)) });
+    rec.figure({ id: 'push.client_local_ms', label: 'push via client: in the client (freeze, hash, outbox, replay apply)', unit: 'ms', value: spread(clientRuns.map((c) => c.syncMs - c.httpMs)) });
+    rec.figure({ id: 'push.client_write_ms', label: 'push via client: the 10k local writes (one transaction, capture triggers)', unit: 'ms', value: spread(clientRuns.map((c) => c.writeMs)) });
   },
 };

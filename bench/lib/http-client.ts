@@ -9,7 +9,8 @@ import { functionRoutes, ROUND_TRIPS_HEADER } from '../../functions/index.js';
 /** Every route of every function, as `METHOD /template`. */
 export const ALL_ROUTES: readonly string[] = Object.values(functionRoutes).flatMap((routes) => routes.map((r) => `${r.method} ${r.path}`));
 
-function routeOf(method: string, path: string): string {
+/** The route template a request path matches, e.g. `GET /sync/snapshot-sessions/{snapshot_id}`. */
+export function routeOf(method: string, path: string): string {
   const have = path.split('?')[0]?.split('/') ?? [];
   for (const route of ALL_ROUTES) {
     const [m, template] = route.split(' ') as [string, string];

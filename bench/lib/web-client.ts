@@ -1,0 +1,147 @@
+/**
+ * Devices of the real web client (client-web's `openClient`) over in-memory wa-sqlite under
+ * Node, talking HTTP to the bench's gateway. The client's `fetch` is wrapped so a benchmark can
+ * split a client call into waiting for HTTP answers (server, transfer, reading the body) and
+ * everything else (JSON parse, validation, apply into SQLite), and so the round trips the server
+ * reports land in the same per-route log as the raw HTTP client's.
+ *
+ * Also the baseline of the client-side benchmarks: the same rows inserted into wa-sqlite
+ * directly, one prepared INSERT in one transaction, through the same SQLite port the client uses.
+ */
+import { SignJWT } from 'jose';
+import { type SyncClient } from '../../client-web/api.js';
+import { openClient } from '../../client-web/client.js';
+import { openNodeSqlite } from '../../client-web/sqlite/node.js';
+import { type SqlValue, type SqliteDb } from '../../client-web/sqlite/port.js';
+import { ROUND_TRIPS_HEADER } from '../../functions/index.js';
+import { routeOf } from './http-client.js';
+import { type Note } from './rows.js';
+import { BENCH_JWT_SECRET, type BenchServer } from './server.js';
+import { type SqlTimings, timedDb } from './sql-timing.js';
+import { nowMs } from './stats.js';
+
+/** The client's copy of bench.notes (a UUID key as TEXT, booleans as 0/1, timestamps as text). */
+export const CLIENT_NOTES_SQL = `CREATE TABLE notes (
+  id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL,
+  position INTEGER NOT NULL, done INTEGER NOT NULL, updated_at TEXT NOT NULL)`;
+
+/** No retries: a benchmark must see every failure, not a slow success. */
+const NO_RETRY = { maxAttempts: 1, baseDelayMs: 0, maxDelayMs: 0 } as const;
+
+/** Time spent waiting for HTTP answers, body included, since the last `reset()`, also per route. */
+export class HttpMeter {
+  ms = 0;
+  requests = 0;
+  readonly byRoute = new Map<string, { ms: number; requests: number }>();
+
+  record(route: string, ms: number): void {
+    this.ms += ms;
+    this.requests++;
+    const r = this.byRoute.get(route) ?? { ms: 0, requests: 0 };
+    r.ms += ms;
+    r.requests++;
+    this.byRoute.set(route, r);
+  }
+
+  /** Milliseconds spent on one route template, e.g. `POST /sync/snapshot-sessions`. */
+  msOf(route: string): number {
+    return this.byRoute.get(route)?.ms ?? 0;
+  }
+
+  reset(): void {
+    this.ms = 0;
+    this.requests = 0;
+    this.byRoute.clear();
+  }
+}
+
+export interface BenchDevice {
+  readonly client: SyncClient;
+  readonly db: SqliteDb;
+  readonly http: HttpMeter;
+  close(): Promise<void>;
+}
+
+/**
+ * A fetch that reads the whole body before answering, so the time until it resolves is the
+ * server's work plus the transfer; the client's parse and apply come after.
+ */
+function meteredFetch(server: BenchServer, meter: HttpMeter): typeof fetch {
+  return async (input, init) => {
+    const start = nowMs();
+    const res = await fetch(input, init);
+    const body = await res.arrayBuffer();
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const route = routeOf(init?.method ?? 'GET', url.pathname);
+    meter.record(route, nowMs() - start);
+    const roundTrips = Number(res.headers.get(ROUND_TRIPS_HEADER) ?? NaN);
+    if (Number.isFinite(roundTrips)) server.roundTrips.record(route, roundTrips);
+    return new Response(res.status === 204 ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
+/**
+ * A fresh device: an empty in-memory database with the notes table and the client opened on it.
+ * With `timings`, every statement the client runs is timed (profile-client.ts).
+ */
+export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings): Promise<BenchDevice> {
+  const token = new SignJWT({ sub: userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(BENCH_JWT_SECRET));
+  const raw = await openNodeSqlite();
+  const db = timings ? timedDb(raw, timings) : raw;
+  await db.exec(CLIENT_NOTES_SQL);
+  const http = new HttpMeter();
+  const client = await openClient({
+    baseUrl: server.url,
+    getToken: () => token,
+    db,
+    tables: [{ schema: 'bench', table: 'notes' }],
+    retry: NO_RETRY,
+    fetch: meteredFetch(server, http),
+  });
+  http.reset();
+  return { client, db, http, close: () => client.close() };
+}
+
+/** An empty in-memory database with the notes table, for the baseline. */
+export async function openBaselineDb(): Promise<SqliteDb> {
+  const db = await openNodeSqlite();
+  await db.exec(CLIENT_NOTES_SQL);
+  return db;
+}
+
+const INSERT_NOTE = 'INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)';
+
+/** A note as the client's SQLite values. */
+export function noteValues(n: Note): SqlValue[] {
+  return [n.id, n.title, n.body, n.position, n.done ? 1 : 0, n.updated_at];
+}
+
+/** Baseline: the rows straight into wa-sqlite, one prepared INSERT, one transaction. */
+export async function directInsert(db: SqliteDb, notes: readonly Note[]): Promise<void> {
+  await db.transaction((tx) => tx.runMany(INSERT_NOTE, notes.map(noteValues)));
+}
+
+/** Local writes as an application makes them: the same INSERT, one transaction (capture triggers fire). */
+export const localWrite = directInsert;
+
+/**
+ * A fingerprint of the local notes (count, sums of position, done and text lengths), so a check
+ * catches rows that arrived with the wrong values, not only missing rows.
+ */
+export async function clientFingerprint(db: SqliteDb): Promise<string> {
+  const [row] = await db.query('SELECT count(*) AS n, sum(position) AS p, sum(done) AS d, sum(length(title) + length(body)) AS t FROM notes');
+  return [row?.['n'], row?.['p'], row?.['d'], row?.['t']].map((v) => String(v ?? 0)).join('/');
+}
+
+/** The same fingerprint from the source rows (ASCII text, so lengths agree). */
+export function notesFingerprint(notes: readonly Note[]): string {
+  let position = 0;
+  let done = 0;
+  let text = 0;
+  for (const n of notes) {
+    position += n.position;
+    done += n.done ? 1 : 0;
+    text += n.title.length + n.body.length;
+  }
+  return [notes.length, position, done, text].join('/');
+}
