@@ -43,13 +43,13 @@ CREATE TABLE IF NOT EXISTS _sync_control (
 INSERT OR IGNORE INTO _sync_control (id, applying) VALUES (1, 0);
 CREATE TABLE IF NOT EXISTS _sync_dirty (
   tbl TEXT NOT NULL,
-  key ANY NOT NULL,
+  key NOT NULL,
   state INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (tbl, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _sync_row_meta (
   tbl TEXT NOT NULL,
-  key ANY NOT NULL,
+  key NOT NULL,
   row_version INTEGER NOT NULL,
   deleted INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (tbl, key)
@@ -79,10 +79,27 @@ CREATE TABLE IF NOT EXISTS _sync_capabilities (
 );
 `;
 
+/**
+ * Key columns hold the local key as it is (TEXT or BLOB), so they are declared without a type:
+ * a declared type such as ANY gives NUMERIC affinity in an ordinary table, which turns a text key
+ * '007' into the integer 7 and defeats the key indexes in joins. Databases created with such a
+ * column get the tables rebuilt (values already converted cannot be recovered).
+ */
+async function migrateKeyColumns(tx: SqliteStatements): Promise<void> {
+  for (const table of ['_sync_dirty', '_sync_row_meta']) {
+    const [column] = await tx.query<{ type: string }>('SELECT type FROM pragma_table_info(?) WHERE name = ?', [table, 'key']);
+    if (!column || column.type === '') continue;
+    await tx.exec(`ALTER TABLE ${table} RENAME TO ${table}_old`);
+    await tx.exec(STATE_DDL);
+    await tx.exec(`INSERT OR IGNORE INTO ${table} SELECT * FROM ${table}_old; DROP TABLE ${table}_old`);
+  }
+}
+
 /** The state tables every database gets, before the local model is known. */
 export async function installState(db: SqliteDb, newSourceId: () => string): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.exec(STATE_DDL);
+    await migrateKeyColumns(tx);
     await tx.run('INSERT OR IGNORE INTO _sync_source_state (id, source_id) VALUES (1, ?)', [newSourceId()]);
     // A crash cannot leave the flag set (it is only set inside a transaction), but a foreign
     // writer could have; capture must never be silently off.
@@ -124,9 +141,17 @@ export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<
 export async function resetStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
   for (const t of model.tables) {
     const cols = t.columns.map((c) => qi(c.name)).join(', ');
+    // No key index while pages stream in (it would cost as much as the inserts); the final apply
+    // builds it once (indexStageTables) before it joins on the key.
     await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))};
-CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM ${qi(t.local)} WHERE 0;
-CREATE UNIQUE INDEX ${qi(`${stageTable(t)}_key`)} ON ${qi(stageTable(t))} (${qi(t.key.name)});`);
+CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM ${qi(t.local)} WHERE 0;`);
+  }
+}
+
+/** Indexes the stage tables by key, once, before the final apply joins on it. */
+export async function indexStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
+  for (const t of model.tables) {
+    await tx.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${qi(`${stageTable(t)}_key`)} ON ${qi(stageTable(t))} (${qi(t.key.name)})`);
   }
 }
 

@@ -66,7 +66,7 @@ function wireRow(table: TableModel, keyWire: string, op: WireOp, base: number, p
 const OUTBOX_DDL = (name: string) => `CREATE TABLE ${qi(name)} (
   ordinal INTEGER PRIMARY KEY,
   tbl TEXT NOT NULL,
-  key_local ANY NOT NULL,
+  key_local NOT NULL,
   key_wire TEXT NOT NULL,
   op TEXT NOT NULL,
   base_row_version INTEGER NOT NULL,

@@ -22,7 +22,7 @@ import { applyStagedSnapshot, applyTransaction, inApplyMode, stageSnapshotRows }
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { isCode } from './http-errors.js';
-import { outboxTables, resetStageTables, stageTable } from './install.js';
+import { indexStageTables, outboxTables, resetStageTables, stageTable } from './install.js';
 import { qi } from './local-schema.js';
 import { unfreeze } from './outbox.js';
 import { guardSource } from './source-recovery.js';
@@ -98,32 +98,41 @@ async function startSession(ctx: ClientContext, rotate: SourceReplacementReason 
   return rotatedTo ? { ...state, rotatedTo } : state;
 }
 
-/** Downloads the remaining pages into the stage tables; false when the session is gone. */
+/**
+ * Downloads the remaining pages into the stage tables; false when the session is gone. The next
+ * page is requested as soon as a page arrives, so the network and the staging transaction overlap;
+ * the durable position still moves only after a page is staged.
+ */
 async function download(ctx: ClientContext, state: RebuildState): Promise<boolean> {
+  type Fetched = { readonly page: SnapshotPage } | { readonly error: unknown };
+  const fetchPage = (after: number): Promise<Fetched> =>
+    ctx.transport
+      .request('GET', `/sync/snapshot-sessions/${state.snapshotId}`, {
+        query: { after_row_ordinal: after, max_rows: ctx.limits.snapshotPageRows },
+        schema: SnapshotAnswer,
+      })
+      .then((page) => ({ page }), (error: unknown) => ({ error }));
   let next = state.nextRowOrdinal;
   ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: state.rowCount });
-  while (next < state.rowCount) {
-    let page: SnapshotPage;
-    try {
-      page = await ctx.transport.request('GET', `/sync/snapshot-sessions/${state.snapshotId}`, {
-        query: { after_row_ordinal: next, max_rows: ctx.limits.snapshotPageRows },
-        schema: SnapshotAnswer,
-      });
-    } catch (error) {
-      if (isCode(error, 'snapshot_session_not_found', 'snapshot_session_expired')) return false;
-      throw error;
+  let inflight = next < state.rowCount ? fetchPage(next) : null;
+  while (inflight) {
+    const fetched = await inflight;
+    if ('error' in fetched) {
+      if (isCode(fetched.error, 'snapshot_session_not_found', 'snapshot_session_expired')) return false;
+      throw fetched.error;
     }
-    if (page.next_row_ordinal <= next && page.has_more) {
+    const { page } = fetched;
+    const after = page.next_row_ordinal;
+    if (after <= next && page.has_more) {
       throw new ClientError(ClientErrorCode.protocolViolation, `snapshot page after ${next} made no progress`);
     }
-    const after = page.next_row_ordinal;
+    inflight = page.has_more && after < state.rowCount ? fetchPage(after) : null;
     await ctx.db.transaction(async (tx) => {
       await stageSnapshotRows(tx, ctx.model, page.rows);
       await tx.run('UPDATE _sync_rebuild_state SET next_row_ordinal = ? WHERE id = 1', [after]);
     });
     next = after;
     ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: state.rowCount });
-    if (!page.has_more) break;
   }
   return true;
 }
@@ -160,6 +169,7 @@ export async function rebuild(ctx: ClientContext, options: RebuildOptions = {}):
   }
   const done = state;
   const rowsApplied = await applyTransaction(ctx.db, ctx.model, async (tx) => {
+    await indexStageTables(tx, ctx.model);
     const applied = await inApplyMode(tx, () => applyStagedSnapshot(tx, ctx.model));
     await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = ?, rebuild_required = 0 WHERE id = 1', [done.snapshotBundleSeq]);
     await clearRebuildState(ctx, tx);

@@ -139,6 +139,8 @@ describe('web client: everyday sync', () => {
       'INSERT INTO kinds (code, big, amount, ratio, meta, seen_at, flag, blob, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ['k1', 9007199254740993n, '12345678901234.5678', 0.1 + 0.2, '{"a":[1,2,{"b":null}],"u":"ü"}', '2026-11-23T10:00:00.123456+00:00', 1, new Uint8Array([0, 255, 1]), 'ünïcødé ✓']);
     await a.db.run('INSERT INTO kinds (code) VALUES (?)', ['k-null']);
+    // Text keys that look like numbers stay text end to end (no numeric affinity anywhere).
+    for (const code of ['007', '1e3', '3.0', ' 12']) await a.db.run('INSERT INTO kinds (code, label) VALUES (?, ?)', [code, `numeric-looking ${code}`]);
     await a.client.sync();
     await b.client.sync();
     await expectConverged(s, 'u-types', a, b);
@@ -153,6 +155,15 @@ describe('web client: everyday sync', () => {
     expect(Buffer.from(k1?.['blob'] as Uint8Array).toString('hex')).toBe('00ff01');
     const [kNull] = await b.db.query('SELECT big, amount, ratio, meta, seen_at, flag, blob, label FROM kinds WHERE code = ?', ['k-null']);
     expect(Object.values(kNull ?? {}).every((v) => v === null)).toBe(true);
+    const codes = await s.t.exec("SELECT code FROM app.kinds WHERE _sync_scope_id = 'u-types' AND label LIKE 'numeric-looking%' ORDER BY code");
+    expect(codes.rows.map((r) => r.code)).toEqual([' 12', '007', '1e3', '3.0']);
+    expect(await b.db.query("SELECT code, typeof(code) AS t FROM kinds WHERE label LIKE 'numeric-looking%' ORDER BY code")).toEqual(
+      [' 12', '007', '1e3', '3.0'].map((code) => ({ code, t: 'text' })));
+    // An update of such a key on B reaches the same row on A (the dirty key kept its text).
+    await b.db.run("UPDATE kinds SET label = 'changed on B' WHERE code = '007'");
+    expect((await b.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 1 });
+    await a.client.sync();
+    expect(await a.db.query("SELECT label FROM kinds WHERE code = '007'")).toEqual([{ label: 'changed on B' }]);
     const [item] = await b.db.query('SELECT attachment, typeof(list_id) AS t FROM items WHERE id = ?', [itemId]);
     expect(Buffer.from(item?.['attachment'] as Uint8Array).equals(Buffer.from(bytes))).toBe(true);
     expect(item?.['t']).toBe('blob');
