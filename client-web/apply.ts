@@ -32,6 +32,8 @@ interface TableStatements {
   /** The same without the pending-change lookups, for a page applied while nothing is pending. */
   readonly upsertClean: string;
   readonly removeClean: string;
+  readonly forgetNoOp: string;
+  readonly recordSkip: string;
 }
 
 const cache = new WeakMap<TableModel, TableStatements>();
@@ -61,6 +63,18 @@ function statements(t: TableModel): TableStatements {
     // meet the other device's change as a conflict. A replay of our own bundle must move it.
     metaPull: `${meta} WHERE ${notPending} ${metaUpdate}`,
     metaOwn: `${meta} WHERE 1 ${metaUpdate}`,
+    // A dirty mark that changes nothing: the row is absent locally and its base is "absent on the
+    // server" (never seen, or a tombstone) — a key inserted and deleted again before any push.
+    // The next freeze drops such a mark; until then it must not keep the server's row out, or
+    // the device moves past that row's bundle without it and never learns it.
+    forgetNoOp:
+      `DELETE FROM _sync_dirty WHERE tbl = ${tbl} AND key = ?1 AND state = 0 ` +
+      `AND NOT EXISTS (SELECT 1 FROM ${qi(t.local)} WHERE ${key} = ?1) ` +
+      `AND NOT EXISTS (SELECT 1 FROM _sync_row_meta WHERE tbl = ${tbl} AND key = ?1 AND deleted = 0 AND row_version > 0)`,
+    // A newer server row kept out by a pending change is remembered (see _sync_skipped in install.ts).
+    recordSkip:
+      `INSERT OR IGNORE INTO _sync_skipped (tbl, key) SELECT ${tbl}, ?1 ` +
+      `WHERE EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ${tbl} AND key = ?1 AND state <> 1) AND ${newer}`,
   };
   cache.set(t, built);
   return built;
@@ -114,6 +128,10 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
       meta.push([key, row.row_version, isDelete ? 1 : 0]);
     }
     const s = statements(table);
+    if (!clean) {
+      await tx.runMany(s.forgetNoOp, meta.map(([key]) => [key as SqlValue]));
+      await tx.runMany(s.recordSkip, meta.map(([key, version]) => [key as SqlValue, version as SqlValue]));
+    }
     applied += (await tx.runMany(isDelete ? (clean ? s.removeClean : s.remove) : clean ? s.upsertClean : s.upsert, data)).changes;
     await tx.runMany(own || clean ? s.metaOwn : s.metaPull, meta);
   }
@@ -153,6 +171,13 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
     const cols = t.columns.map((c) => qi(c.name));
     const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
     const pending = (ref: string) => `EXISTS (SELECT 1 FROM _sync_dirty d WHERE d.tbl = ${tbl} AND d.key = ${ref})`;
+    // Dirty marks that change nothing (forgetNoOp in statements()) must not keep snapshot rows out.
+    await tx.run(
+      `DELETE FROM _sync_dirty WHERE tbl = ${tbl} AND state = 0 ` +
+      `AND NOT EXISTS (SELECT 1 FROM ${qi(t.local)} l WHERE l.${key} = _sync_dirty.key) ` +
+      `AND NOT EXISTS (SELECT 1 FROM _sync_row_meta m WHERE m.tbl = ${tbl} AND m.key = _sync_dirty.key AND m.deleted = 0 AND m.row_version > 0)`);
+    await tx.run(`DELETE FROM _sync_skipped WHERE tbl = ${tbl} AND NOT ${pending('_sync_skipped.key')}`);
+    await tx.run(`INSERT OR IGNORE INTO _sync_skipped (tbl, key) SELECT ${tbl}, s.${key} FROM ${stage} s WHERE ${pending(`s.${key}`)}`);
     applied += (await tx.run(
       `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${stage} s ` +
       `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`)).changes;

@@ -224,6 +224,7 @@ class Client implements SyncClient {
           for (const t of [...this.ctx.model.tables].reverse()) await tx.run(`DELETE FROM ${qi(t.local)}`);
         });
         await tx.run('DELETE FROM _sync_row_meta');
+        await tx.run('DELETE FROM _sync_skipped');
         await tx.run('DELETE FROM _sync_rebuild_state');
         await tx.run('UPDATE _sync_attachment_state SET user_id = NULL, last_bundle_seq_seen = 0, rebuild_required = 0, initialization_id = NULL WHERE id = 1');
         // A new source for whoever attaches next: the old one belongs to the old user's stream.

@@ -11,6 +11,9 @@
  *   2 = frozen and changed again since (pushed next time).
  * - `_sync_row_meta`: the server `row_version` each local row is based on, tombstones included,
  *   so a push carries the right `base_row_version` and a re-insert of a deleted key its version.
+ * - `_sync_skipped`: pending keys whose newer server row a pull or rebuild kept out. Should the
+ *   local change end as a no-op (the key inserted and deleted again), the freeze sets
+ *   `rebuild_required` instead of silently forgetting the key: the skipped row is needed.
  * - `_sync_push_state`: the one frozen bundle (its outbox table, source tuple, request hash).
  *   Its rows live in `_sync_outbox_<n>`; while such a table exists, pull and rebuild fail closed.
  * - `_sync_rebuild_state` + `_sync_stage_<table>`: a resumable snapshot download.
@@ -52,6 +55,11 @@ CREATE TABLE IF NOT EXISTS _sync_row_meta (
   key NOT NULL,
   row_version INTEGER NOT NULL,
   deleted INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _sync_skipped (
+  tbl TEXT NOT NULL,
+  key NOT NULL,
   PRIMARY KEY (tbl, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _sync_push_state (

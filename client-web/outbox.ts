@@ -115,6 +115,12 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
     }
   }
   await tx.runMany('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ?', vanished);
+  // A vanished key whose newer server row a pull kept out: only a rebuild brings that row back.
+  for (const [tbl, key] of vanished) {
+    const [skipped] = await tx.query('SELECT 1 AS s FROM _sync_skipped WHERE tbl = ? AND key = ?', [tbl, key]);
+    if (skipped) await tx.run('UPDATE _sync_attachment_state SET rebuild_required = 1 WHERE id = 1');
+  }
+  await tx.runMany('DELETE FROM _sync_skipped WHERE tbl = ? AND key = ?', [...vanished, ...rows.map((r): [string, SqlValue] => [r.table.local, r.keyLocal])]);
   if (rows.length === 0) return null;
   const outboxTable = `_sync_outbox_${source.nextSourceBundleId}`;
   await tx.exec(`DROP TABLE IF EXISTS ${qi(outboxTable)}; ${OUTBOX_DDL(outboxTable)}`);

@@ -18,7 +18,7 @@ import { startTestServer, type TestServer } from './support/server.js';
 
 const soak = process.env['SOAK'] === '1';
 const seed = Number(process.env['CONVERGENCE_SEED'] ?? Date.now() % 2 ** 31);
-const runs = Number(process.env['CONVERGENCE_RUNS'] ?? (soak ? 150 : 8));
+const runs = Number(process.env['CONVERGENCE_RUNS'] ?? (soak ? 150 : 12));
 const maxCommands = Number(process.env['CONVERGENCE_COMMANDS'] ?? (soak ? 90 : 40));
 
 describe('convergence under faults (model test)', () => {
