@@ -182,7 +182,12 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
       `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${stage} s ` +
       `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`)).changes;
     await tx.run(`DELETE FROM ${qi(t.local)} WHERE NOT EXISTS (SELECT 1 FROM ${stage} s WHERE s.${key} = ${qi(t.local)}.${key}) AND NOT ${pending(`${qi(t.local)}.${key}`)}`);
-    await tx.run(`DELETE FROM _sync_row_meta WHERE tbl = ${tbl} AND NOT ${pending('_sync_row_meta.key')}`);
+    // Tombstones of keys the snapshot lacks stay: a snapshot carries no tombstones, and without
+    // its version a later re-insert of the key would push base 0 and lose to the server's
+    // tombstone as a conflict, although nothing happened to the key since.
+    await tx.run(
+      `DELETE FROM _sync_row_meta WHERE tbl = ${tbl} AND NOT ${pending('_sync_row_meta.key')} ` +
+      `AND NOT (deleted = 1 AND NOT EXISTS (SELECT 1 FROM ${stage} s WHERE s.${key} = _sync_row_meta.key))`);
     await tx.run(
       `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, s.${key}, s._sync_row_version, 0 FROM ${stage} s ` +
       `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (tbl, key) DO NOTHING`);
