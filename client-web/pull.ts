@@ -78,6 +78,8 @@ export async function pullToStable(ctx: ClientContext): Promise<PullResult> {
       const stats = await applyTransaction(ctx.db, ctx.model, async (tx) => {
         const applied = await inApplyMode(tx, () => applyCommittedRows(tx, ctx.model, rows, false));
         await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = max(last_bundle_seq_seen, ?) WHERE id = 1', [last]);
+        // An interrupted snapshot download older than what is now applied must not be resumed.
+        await tx.run('DELETE FROM _sync_rebuild_state WHERE snapshot_bundle_seq < ?', [last]);
         return applied;
       });
       bundlesApplied += page.bundles.length;

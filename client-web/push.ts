@@ -170,6 +170,8 @@ async function replay(ctx: ClientContext, frozen: FrozenBundle, bundle: BundleSu
     await acknowledge(tx, frozen);
     // The checkpoint moves only when no earlier bundle is missing locally.
     await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = ? WHERE id = 1 AND last_bundle_seq_seen = ?', [bundle.bundle_seq, bundle.bundle_seq - 1]);
+    // An interrupted snapshot download older than this bundle would take its rows away again.
+    await tx.run('DELETE FROM _sync_rebuild_state WHERE snapshot_bundle_seq < ?', [bundle.bundle_seq]);
   });
 }
 
