@@ -6,7 +6,8 @@
  * responses, duplicates requests and answers 503. After healing and draining, the checks of
  * test/support/model-convergence.ts must hold.
  *
- * Size from the environment: CONVERGENCE_SEED, CONVERGENCE_RUNS, CONVERGENCE_COMMANDS;
+ * Size from the environment: CONVERGENCE_SEED (a number, or `random`; fixed by default, random
+ * under SOAK), CONVERGENCE_RUNS, CONVERGENCE_COMMANDS;
  * SOAK=1 (npm run soak) runs many more and longer scenarios. A failure prints the fast-check
  * seed and path, the fault seed, and the command list with each command's outcome; pin it
  * under test/regressions/ with runScenario.
@@ -17,7 +18,10 @@ import { runScenario, scenarioArb, type RunStats } from './support/model-converg
 import { startTestServer, type TestServer } from './support/server.js';
 
 const soak = process.env['SOAK'] === '1';
-const seed = Number(process.env['CONVERGENCE_SEED'] ?? Date.now() % 2 ** 31);
+// `npm test` replays one fixed seed, so a landing never depends on the luck of a draw; the soak
+// (and CONVERGENCE_SEED=random) explores new seeds, and every failure found is pinned.
+const seedSetting = process.env['CONVERGENCE_SEED'] ?? (soak ? 'random' : '20261123');
+const seed = seedSetting === 'random' ? Date.now() % 2 ** 31 : Number(seedSetting);
 const runs = Number(process.env['CONVERGENCE_RUNS'] ?? (soak ? 150 : 12));
 const maxCommands = Number(process.env['CONVERGENCE_COMMANDS'] ?? (soak ? 90 : 40));
 

@@ -19,6 +19,10 @@ const sw = killSwitch((label) => {
   process.kill(process.pid, 'SIGKILL');
 });
 sw.killAt = job.killAt;
+if (job.occurrence !== undefined && job.expectLabel !== undefined) {
+  sw.killLabel = job.expectLabel;
+  sw.killOccurrence = job.occurrence;
+}
 const db = await openNodeSqlite({ path: job.path });
 if (job.phase === 'journal') {
   await db.exec('PRAGMA cache_size = 2');

@@ -22,6 +22,13 @@ export interface KillSwitch {
   /** Points count only while armed (setup and openClient are not crash points here). */
   armed: boolean;
   killed: boolean;
+  /**
+   * Kill at the `killOccurrence`-th pass of the point labelled `killLabel` instead of at an index:
+   * a trace may interleave differently from run to run (the next snapshot page is fetched while
+   * the previous one is staged), and a label names the same point in every run.
+   */
+  killLabel?: string;
+  killOccurrence?: number;
   /** What a kill does: in-process nothing (the caller hangs); in a child, SIGKILL. */
   readonly onKill: (label: string) => void;
 }
@@ -38,7 +45,10 @@ function pass(sw: KillSwitch, label: string): boolean {
   if (sw.killed) return true;
   if (!sw.armed) return false;
   sw.points.push(label);
-  if (sw.killAt > 0 && sw.points.length === sw.killAt) {
+  const hit = sw.killLabel !== undefined
+    ? label === sw.killLabel && sw.points.filter((p) => p === label).length === (sw.killOccurrence ?? 1)
+    : sw.killAt > 0 && sw.points.length === sw.killAt;
+  if (hit) {
     sw.killed = true;
     sw.onKill(label);
     return true;
@@ -99,6 +109,8 @@ export interface CrashJob {
   readonly phase: 'push' | 'pull' | 'rebuild' | 'journal';
   readonly killAt: number;
   readonly expectLabel?: string;
+  /** Kill at this occurrence of `expectLabel` (label mode), instead of at index `killAt`. */
+  readonly occurrence?: number;
   readonly pushChunkRows?: number;
   readonly pageRows?: number;
   readonly pullBundles?: number;
