@@ -10,10 +10,10 @@
  * or below the reader's checkpoint is there, none above it is, and the checkpoint never goes back.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectConverged, localState, openDevice, type Device } from './support/client-harness.js';
+import { describe, expect, it } from 'vitest';
+import { clientSuite, expectConverged, localState, openDevice, type Device } from './support/client-harness.js';
 import { seededRandom } from './support/fault-proxy.js';
-import { startTestServer, type TestServer } from './support/server.js';
+import { type TestServer } from './support/server.js';
 
 const USER = 'atomic';
 const WRITERS = 3;
@@ -28,14 +28,7 @@ interface Change {
 
 describe('atomic visibility at the client: concurrent pushes, concurrent pulls', () => {
   let s: TestServer;
-  const devices: Device[] = [];
-  beforeAll(async () => {
-    s = await startTestServer();
-  });
-  afterAll(async () => {
-    for (const d of devices) await d.close();
-    await s?.close();
-  });
+  const devices = clientSuite((server) => (s = server));
 
   it('a reader never holds part of a bundle and its checkpoint never skips one', async () => {
     const writers: Device[] = [];

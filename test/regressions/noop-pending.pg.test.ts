@@ -12,20 +12,13 @@
  * after its server row was skipped sets rebuild_required, and the sync's pull rebuilds.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectConverged, localState, openDevice, write, type Device } from '../support/client-harness.js';
-import { startTestServer, type TestServer } from '../support/server.js';
+import { describe, expect, it } from 'vitest';
+import { clientSuite, expectConverged, localState, openDevice, write, type Device } from '../support/client-harness.js';
+import { type TestServer } from '../support/server.js';
 
 describe('regression: a dirty mark that changes nothing does not hide the server row', () => {
   let s: TestServer;
-  const devices: Device[] = [];
-  beforeAll(async () => {
-    s = await startTestServer();
-  });
-  afterAll(async () => {
-    for (const d of devices) await d.close();
-    await s?.close();
-  });
+  const devices = clientSuite((server) => (s = server));
 
   it('a pull while the local insert stands, then the local delete: the skipped row comes back', async () => {
     const user = 'noop-skip';

@@ -7,20 +7,13 @@
  * survive the rebuild.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectConverged, openDevice, write, type Device } from '../support/client-harness.js';
-import { startTestServer, type TestServer } from '../support/server.js';
+import { describe, expect, it } from 'vitest';
+import { clientSuite, expectConverged, openDevice, write, type Device } from '../support/client-harness.js';
+import { type TestServer } from '../support/server.js';
 
 describe('regression: a rebuild keeps the tombstones of keys the snapshot lacks', () => {
   let s: TestServer;
-  const devices: Device[] = [];
-  beforeAll(async () => {
-    s = await startTestServer();
-  });
-  afterAll(async () => {
-    for (const d of devices) await d.close();
-    await s?.close();
-  });
+  const devices = clientSuite((server) => (s = server));
 
   it('insert, delete, rebuild, insert again: the last insert lands', async () => {
     const [a, b] = [await openDevice(s, 'tombstone'), await openDevice(s, 'tombstone')];

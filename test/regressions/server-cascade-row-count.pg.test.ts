@@ -6,20 +6,13 @@
  * raised protocol_violation, kept the bundle frozen, and failed the same way on every retry.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectConverged, openDevice, write, type Device } from '../support/client-harness.js';
-import { startTestServer, type TestServer } from '../support/server.js';
+import { describe, expect, it } from 'vitest';
+import { clientSuite, expectConverged, openDevice, write, type Device } from '../support/client-harness.js';
+import { type TestServer } from '../support/server.js';
 
 describe('regression: a committed bundle larger than the pushed one (server cascade)', () => {
   let s: TestServer;
-  const devices: Device[] = [];
-  beforeAll(async () => {
-    s = await startTestServer();
-  });
-  afterAll(async () => {
-    for (const d of devices) await d.close();
-    await s?.close();
-  });
+  const devices = clientSuite((server) => (s = server));
 
   it('deleting a list with an item this device never saw commits, replays and converges', async () => {
     const [a, b] = [await openDevice(s, 'cascade-count'), await openDevice(s, 'cascade-count')];

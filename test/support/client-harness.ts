@@ -4,12 +4,12 @@
  * put the server's rows and a device's rows into one comparable shape, each with its own
  * independent conversion (not the client's codec), so a codec bug cannot hide itself.
  */
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { type ClientConfig, type SyncClient, type TableConfig } from '../../client-web/api.js';
 import { openClient } from '../../client-web/client.js';
 import { openNodeSqlite } from '../../client-web/sqlite/node.js';
 import { type SqliteDb } from '../../client-web/sqlite/port.js';
-import { signToken, type TestServer } from './server.js';
+import { signToken, startTestServer, type TestServer, type TestServerOptions } from './server.js';
 
 /** The app schema of test/support/schemas.ts, locally: UUID keys as BLOB (lists) and TEXT (items). */
 export const LOCAL_APP_SQL = `
@@ -165,3 +165,21 @@ export const write = {
     await db.run('DELETE FROM items WHERE id = ?', [id]);
   },
 };
+
+/**
+ * One test server for the enclosing describe block: started before its tests (handed to
+ * `onStart`), closed after them together with every device pushed into the answered array.
+ */
+export function clientSuite(onStart: (server: TestServer) => void, options: TestServerOptions = {}): Device[] {
+  const devices: Device[] = [];
+  let server: TestServer | undefined;
+  beforeAll(async () => {
+    server = await startTestServer(options);
+    onStart(server);
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await server?.close();
+  });
+  return devices;
+}
