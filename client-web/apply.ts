@@ -23,6 +23,15 @@ export async function inApplyMode<T>(tx: SqliteStatements, fn: () => Promise<T>)
 
 const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
 
+/** `ON CONFLICT (key) DO UPDATE SET <every other column>` (or `DO NOTHING` for a key-only table). */
+function onKeyConflict(t: TableModel): string {
+  const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
+  return `ON CONFLICT (${qi(t.key.name)}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`;
+}
+
+/** Position of the key column in `t.columns` (and in payloadToValues' answer). */
+const keyIndex = (t: TableModel): number => t.columns.findIndex((c) => c.name === t.key.name);
+
 /** Statements per table, built once per model. */
 interface TableStatements {
   readonly upsert: string;
@@ -47,13 +56,11 @@ function statements(t: TableModel): TableStatements {
   // ?1 = local key, ?2 = incoming row_version, ?3… = column values (or ?3 = deleted flag for meta).
   const notPending = `NOT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ${tbl} AND key = ?1 AND state <> 1)`;
   const newer = `coalesce((SELECT row_version FROM _sync_row_meta WHERE tbl = ${tbl} AND key = ?1), -1) < ?2`;
-  const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
   const meta = `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, ?1, ?2, ?3`;
   const metaUpdate = 'ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted WHERE excluded.row_version > _sync_row_meta.row_version';
   const upsert = (guard: string) =>
     `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((_, i) => `?${i + 3}`).join(', ')} ` +
-    `WHERE ${guard} ` +
-    `ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`;
+    `WHERE ${guard} ${onKeyConflict(t)}`;
   const built: TableStatements = {
     upsert: upsert(`${notPending} AND ${newer}`),
     remove: `DELETE FROM ${qi(t.local)} WHERE ${key} = ?1 AND ${notPending} AND ${newer}`,
@@ -143,12 +150,13 @@ export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel,
   for (let i = 0; i < rows.length; ) {
     const first = rows[i] as (typeof rows)[number];
     const table = tableOf(model, first);
+    const at = keyIndex(table);
     const batch: SqlValue[][] = [];
     for (; i < rows.length; i++) {
       const row = rows[i] as (typeof rows)[number];
       if (row.schema !== first.schema || row.table !== first.table) break;
       const values = payloadToValues(table, row.payload);
-      values[table.columns.findIndex((c) => c.name === table.key.name)] = keyFromWire(table, row.key);
+      values[at] = keyFromWire(table, row.key);
       batch.push([...values, row.row_version]);
     }
     const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
@@ -169,7 +177,6 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
     const tbl = lit(t.local);
     const key = qi(t.key.name);
     const cols = t.columns.map((c) => qi(c.name));
-    const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
     const pending = (ref: string) => `EXISTS (SELECT 1 FROM _sync_dirty d WHERE d.tbl = ${tbl} AND d.key = ${ref})`;
     // Dirty marks that change nothing (forgetNoOp in statements()) must not keep snapshot rows out.
     await tx.run(
@@ -180,7 +187,7 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
     await tx.run(`INSERT OR IGNORE INTO _sync_skipped (tbl, key) SELECT ${tbl}, s.${key} FROM ${stage} s WHERE ${pending(`s.${key}`)}`);
     applied += (await tx.run(
       `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${stage} s ` +
-      `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`)).changes;
+      `WHERE NOT ${pending(`s.${key}`)} ${onKeyConflict(t)}`)).changes;
     await tx.run(`DELETE FROM ${qi(t.local)} WHERE NOT EXISTS (SELECT 1 FROM ${stage} s WHERE s.${key} = ${qi(t.local)}.${key}) AND NOT ${pending(`${qi(t.local)}.${key}`)}`);
     // Tombstones of keys the snapshot lacks stay: a snapshot carries no tombstones, and without
     // its version a later re-insert of the key would push base 0 and lose to the server's
@@ -195,20 +202,25 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
   return applied;
 }
 
+/**
+ * Writes one row's wire payload into its local table (upsert), or deletes the row for null.
+ * The caller decides about capture and row meta.
+ */
+export async function writeLocalRow(tx: SqliteStatements, table: TableModel, keyLocal: SqlValue, payload: Record<string, unknown> | null): Promise<void> {
+  if (payload === null) {
+    await tx.run(`DELETE FROM ${qi(table.local)} WHERE ${qi(table.key.name)} = ?`, [keyLocal]);
+    return;
+  }
+  const values = payloadToValues(table, payload);
+  values[keyIndex(table)] = keyLocal;
+  await tx.run(
+    `INSERT INTO ${qi(table.local)} (${table.columns.map((c) => qi(c.name)).join(', ')}) VALUES (${table.columns.map(() => '?').join(', ')}) ${onKeyConflict(table)}`,
+    values);
+}
+
 /** Makes one row exactly the server's (a conflict the server wins) and forgets its local change. */
 export async function applyServerRow(tx: SqliteStatements, table: TableModel, keyLocal: SqlValue, version: number, payload: Record<string, unknown> | null): Promise<void> {
-  const key = qi(table.key.name);
-  if (payload === null) {
-    await tx.run(`DELETE FROM ${qi(table.local)} WHERE ${key} = ?`, [keyLocal]);
-  } else {
-    const cols = table.columns.map((c) => qi(c.name));
-    const nonKey = table.columns.filter((c) => c.name !== table.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
-    const values = payloadToValues(table, payload);
-    values[table.columns.findIndex((c) => c.name === table.key.name)] = keyLocal;
-    await tx.run(
-      `INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${key}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`,
-      values);
-  }
+  await writeLocalRow(tx, table, keyLocal, payload);
   await setRowMeta(tx, table, keyLocal, version, payload === null);
   await tx.run('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ?', [table.local, keyLocal]);
 }
@@ -258,7 +270,7 @@ export async function applyTransaction<T>(db: SqliteDb, model: LocalModel, fn: (
  * and the server cascades the same way. Under a parent this device has never seen, the delete
  * is not captured and `rebuild_required` is set: the next sync's rebuild brings both back.
  */
-export async function repairOrphans(tx: SqliteStatements, model: LocalModel): Promise<void> {
+async function repairOrphans(tx: SqliteStatements, model: LocalModel): Promise<void> {
   const violations = await tx.query<{ table: string; rowid: SqlValue; parent: string; fkid: number }>('PRAGMA foreign_key_check');
   let rebuild = false;
   for (const v of violations) {

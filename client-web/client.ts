@@ -238,21 +238,19 @@ class Client implements SyncClient {
   /** Reads only, so it does not wait for a sync in progress (the database queue orders it). */
   async pendingStatus(): Promise<PendingStatus> {
     if (this.closed) throw new ClientError(ClientErrorCode.closed, 'the client is closed');
-    {
-      const [attachment, source, frozen, counts] = [await readAttachment(this.ctx.db), await readSource(this.ctx.db), await readFrozen(this.ctx.db), await countDirty(this.ctx.db)];
-      return {
-        attachedUserId: attachment.userId,
-        sourceId: source.sourceId,
-        dirtyRows: counts.dirty,
-        frozenRows: frozen?.rowCount ?? 0,
-        frozenSourceBundleId: frozen?.sourceBundleId ?? null,
-        checkpoint: attachment.checkpoint,
-        rebuildRequired: attachment.rebuildRequired,
-        nextSourceBundleId: source.nextSourceBundleId,
-        sourceRecovery: source.rotationReason,
-        rejected: frozen?.rejected ? (JSON.parse(frozen.rejected) as { code: string; message: string }) : null,
-      };
-    }
+    const [attachment, source, frozen, counts] = [await readAttachment(this.ctx.db), await readSource(this.ctx.db), await readFrozen(this.ctx.db), await countDirty(this.ctx.db)];
+    return {
+      attachedUserId: attachment.userId,
+      sourceId: source.sourceId,
+      dirtyRows: counts.dirty,
+      frozenRows: frozen?.rowCount ?? 0,
+      frozenSourceBundleId: frozen?.sourceBundleId ?? null,
+      checkpoint: attachment.checkpoint,
+      rebuildRequired: attachment.rebuildRequired,
+      nextSourceBundleId: source.nextSourceBundleId,
+      sourceRecovery: source.rotationReason,
+      rejected: frozen?.rejected ? (JSON.parse(frozen.rejected) as { code: string; message: string }) : null,
+    };
   }
 
   async watch(signal?: AbortSignal): Promise<WatchResult> {

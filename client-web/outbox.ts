@@ -48,12 +48,12 @@ export async function requestHash(rows: readonly PushedWireRow[]): Promise<strin
 }
 
 /** The wire key text of a local key value. */
-export function keyToWire(table: TableModel, key: SqlValue): string {
+function keyToWire(table: TableModel, key: SqlValue): string {
   return String(toWire(table.key, key));
 }
 
 /** The wire payload of a local row: every local column, the key included. */
-export function rowToPayload(table: TableModel, row: Record<string, SqlValue>): Record<string, unknown> {
+function rowToPayload(table: TableModel, row: Record<string, SqlValue>): Record<string, unknown> {
   const payload: Record<string, unknown> = {};
   for (const column of table.columns) payload[column.name] = toWire(column, row[column.name] ?? null);
   return payload;

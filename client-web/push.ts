@@ -25,11 +25,10 @@ import { CommittedRowsAnswer } from './wire.js';
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
 import { type ConflictResolution, type PushResult } from './api.js';
-import { applyCommittedRows, applyServerRow, applyTransaction, inApplyMode, keyFromWire, payloadToValues, setRowMeta } from './apply.js';
+import { applyCommittedRows, applyServerRow, applyTransaction, inApplyMode, setRowMeta, writeLocalRow } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { isCode, SOURCE_REFUSALS } from './http-errors.js';
-import { qi } from './local-schema.js';
 import { dropOutbox, freeze, readOutbox, rewriteOutbox, unfreeze, wireRow, type OutboxRow } from './outbox.js';
 import { rebuild } from './rebuild.js';
 import { sourceRefused } from './source-recovery.js';
@@ -227,7 +226,7 @@ async function resolveConflicts(ctx: ClientContext, frozen: FrozenBundle, rows: 
         await setRowMeta(tx, row.table, row.keyLocal, serverVersion, serverGone);
         if (payload === null) {
           next[at] = serverGone ? null : { ...row, wire: wireRow(row.table, row.keyWire, 'DELETE', serverVersion, null) };
-          if (resolution.keep === 'merged') await tx.run(`DELETE FROM ${qi(row.table.local)} WHERE ${qi(row.table.key.name)} = ?`, [row.keyLocal]);
+          if (resolution.keep === 'merged') await writeLocalRow(tx, row.table, row.keyLocal, null);
           if (serverGone) {
             // Both sides deleted: nothing to push; a newer local edit (state 2) stays dirty.
             await tx.run('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ? AND state = 1', [row.table.local, row.keyLocal]);
@@ -237,23 +236,12 @@ async function resolveConflicts(ctx: ClientContext, frozen: FrozenBundle, rows: 
         }
         const full = { ...payload, [row.table.key.name]: row.keyWire };
         next[at] = { ...row, wire: wireRow(row.table, row.keyWire, serverGone ? 'INSERT' : 'UPDATE', serverVersion, full) };
-        if (resolution.keep === 'merged') await writeLocal(tx, row, full);
+        // Capture is off: the merged row is already in the outbox.
+        if (resolution.keep === 'merged') await writeLocalRow(tx, row.table, row.keyLocal, full);
       }
     });
     return rewriteOutbox(tx, frozen, next.filter((r): r is OutboxRow => r !== null));
   });
-}
-
-/** Writes a merged payload into the local row (capture is off: it is already in the outbox). */
-async function writeLocal(tx: SqliteStatements, row: OutboxRow, payload: Record<string, unknown>): Promise<void> {
-  const t = row.table;
-  const cols = t.columns.map((c) => qi(c.name));
-  const values = payloadToValues(t, payload);
-  values[t.columns.findIndex((c) => c.name === t.key.name)] = keyFromWire(t, { [t.key.name]: row.keyWire });
-  const nonKey = t.columns.filter((c) => c.name !== t.key.name).map((c) => `${qi(c.name)} = excluded.${qi(c.name)}`);
-  await tx.run(
-    `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${qi(t.key.name)}) DO ${nonKey.length > 0 ? `UPDATE SET ${nonKey.join(', ')}` : 'NOTHING'}`,
-    values);
 }
 
 export interface PushOptions {

@@ -64,10 +64,6 @@ export async function readFrozen(db: SqliteStatements): Promise<FrozenBundle | n
   };
 }
 
-export async function setCheckpoint(db: SqliteStatements, checkpoint: number): Promise<void> {
-  await db.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = ? WHERE id = 1', [checkpoint]);
-}
-
 export async function setRebuildRequired(db: SqliteStatements, required: boolean): Promise<void> {
   await db.run('UPDATE _sync_attachment_state SET rebuild_required = ? WHERE id = 1', [required ? 1 : 0]);
 }
