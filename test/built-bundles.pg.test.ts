@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUNDLE_BYTES_MAX, INIT_MS_MAX, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';

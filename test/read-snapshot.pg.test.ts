@@ -6,10 +6,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
 import { expectStatus, initEmpty, list, pushOk, uuid } from './support/write-helpers.js';
-import { rawGet, readSnapshot, snapshotAll } from './support/read-helpers.js';
+import { rawGet, readSnapshot } from './support/read-helpers.js';
 import { serverWrite } from '../core/sync/server-write.js';
 import { runMaintenance } from '../core/sync/maintenance.js';
-import { defaultLimits, limitsFromEnv } from '../core/limits.js';
+import { defaultLimits } from '../core/limits.js';
 import { sql, type Db } from '../core/db/index.js';
 
 async function serverLists(db: Db, user: string, n: number): Promise<number> {

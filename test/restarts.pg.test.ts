@@ -21,16 +21,14 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
-import { bootstrap } from '../core/bootstrap/bootstrap.js';
-import { Db, createPool, type PoolLike, type PoolOptions } from '../core/db/index.js';
-import { defaultLimits } from '../core/limits.js';
+import { createPool, type PoolLike, type PoolOptions } from '../core/db/index.js';
 import { createRuntime } from '../functions/index.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
 import { createDatabase, freePort, startEmbedded, type PgMajor } from './support/pg-server.js';
 import { startPgBouncer } from './support/pgbouncer.js';
 import { startWsForwarder } from './support/ws-forwarder.js';
-import { runtimePoolOptions } from './support/server-db.js';
-import { APP_SCHEMA_SQL, APP_TABLES } from './support/schemas.js';
+import { bootstrapAppSchema, runtimePoolOptions } from './support/server-db.js';
+import { APP_TABLES } from './support/schemas.js';
 import { apiClient, TEST_JWT_SECRET, type ApiClient } from './support/server.js';
 import { initEmpty, list, push, uuid, type PushRow } from './support/write-helpers.js';
 
@@ -126,18 +124,6 @@ async function verifyLog(url: string, users: readonly string[], bundles: number,
   }
 }
 
-async function bootstrapped(url: string): Promise<void> {
-  const setup = new pg.Client({ connectionString: url });
-  await setup.connect();
-  await setup.query(APP_SCHEMA_SQL);
-  await setup.end();
-  const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
-  try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, maxSchemaVersion: 1 });
-  } finally {
-    await pool.end();
-  }
-}
 
 interface Served {
   readonly gateway: Gateway;
@@ -159,7 +145,7 @@ afterEach(async () => {
 describe('restarts lose nothing acknowledged', () => {
   it('a runtime and gateway restart mid-workload: in-flight work is cut, retries converge, every ack is in the log once', async () => {
     const url = await createDatabase(inject('pgAdminUrl'), 'restart');
-    await bootstrapped(url);
+    await bootstrapAppSchema(url);
     const port = await freePort();
     let served = await serve(url, runtimePoolOptions(url, 6), port);
     cleanups.push(
@@ -203,7 +189,7 @@ describe('restarts lose nothing acknowledged', () => {
     const pgPort = cluster.port;
     cleanups.push(() => cluster.stop());
     const url = await createDatabase(cluster.adminUrl, 'restart');
-    await bootstrapped(url);
+    await bootstrapAppSchema(url);
 
     // Reach the private cluster the way this project reaches its own server.
     const project = inject('pgRuntime') ?? { driver: 'pg' };

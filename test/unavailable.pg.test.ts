@@ -10,14 +10,12 @@ import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
-import { bootstrap } from '../core/bootstrap/bootstrap.js';
-import { Db, createPool, type PoolLike, type PoolOptions } from '../core/db/index.js';
-import { defaultLimits } from '../core/limits.js';
+import { createPool, type PoolLike, type PoolOptions } from '../core/db/index.js';
 import { createRuntime } from '../functions/index.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
 import { createDatabase, freePort } from './support/pg-server.js';
-import { runtimePoolOptions } from './support/server-db.js';
-import { APP_SCHEMA_SQL, APP_TABLES } from './support/schemas.js';
+import { bootstrapAppSchema, runtimePoolOptions } from './support/server-db.js';
+import { APP_TABLES } from './support/schemas.js';
 import { apiClient, TEST_JWT_SECRET, type ApiAnswer, type ApiClient } from './support/server.js';
 import { expectStatus, initEmpty, list, push, pushOk, requestHash, uuid } from './support/write-helpers.js';
 
@@ -32,16 +30,7 @@ function expectUnavailable(answer: ApiAnswer, what: string, retryAfter = '1'): v
 /** A fresh bootstrapped database (bootstrapped over a direct connection). */
 async function freshDatabase(): Promise<string> {
   const url = await createDatabase(inject('pgAdminUrl'), 'unavail');
-  const setup = new pg.Client({ connectionString: url });
-  await setup.connect();
-  await setup.query(APP_SCHEMA_SQL);
-  await setup.end();
-  const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
-  try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, maxSchemaVersion: 1 });
-  } finally {
-    await pool.end();
-  }
+  await bootstrapAppSchema(url);
   return url;
 }
 

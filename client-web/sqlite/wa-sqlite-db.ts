@@ -99,8 +99,6 @@ class SerialQueue {
   }
 }
 
-const minSafe = BigInt(Number.MIN_SAFE_INTEGER);
-const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
 const int32Min = -0x8000_0000;
 const int32Max = 0x7fff_ffff;
 

@@ -93,11 +93,6 @@ function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly Co
   return `coalesce(p.payload, '{}'::jsonb)${fixes} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
 }
 
-/** A JSON string literal as RFC 8785 writes it (JSON.stringify's escaping), quoted for SQL. */
-function jsonLiteral(text: string): string {
-  return quoteLiteral(JSON.stringify(text));
-}
-
 /** Canonical text of any jsonb value `v`: strings, booleans and small integers inline, the rest via sync.jcs. */
 function canonicalValueExpr(v: string): string {
   return (

@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { clientSuite, expectConverged, localState, openDevice, write, type Device } from '../support/client-harness.js';
+import { clientSuite, expectConverged, localState, openDevice, write } from '../support/client-harness.js';
 import { type TestServer } from '../support/server.js';
 
 describe('regression: a dirty mark that changes nothing does not hide the server row', () => {

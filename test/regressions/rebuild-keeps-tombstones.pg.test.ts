@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { clientSuite, expectConverged, openDevice, write, type Device } from '../support/client-harness.js';
+import { clientSuite, expectConverged, openDevice, write } from '../support/client-harness.js';
 import { type TestServer } from '../support/server.js';
 
 describe('regression: a rebuild keeps the tombstones of keys the snapshot lacks', () => {

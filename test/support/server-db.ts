@@ -57,3 +57,20 @@ export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TAB
   await bootstrap(t.db, { tables, maxSchemaVersion: 1 });
   return t;
 }
+
+/**
+ * Creates the app schema in the database at `url` and bootstraps it over a direct connection of
+ * its own (for tests whose database is not the shared test server's, or is reached directly).
+ */
+export async function bootstrapAppSchema(url: string): Promise<void> {
+  const setup = new pg.Client({ connectionString: url });
+  await setup.connect();
+  await setup.query(APP_SCHEMA_SQL);
+  await setup.end();
+  const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
+  try {
+    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, maxSchemaVersion: 1 });
+  } finally {
+    await pool.end();
+  }
+}
