@@ -40,19 +40,11 @@ export const REMOTE_METHODS = [
 ] as const;
 export type RemoteMethod = (typeof REMOTE_METHODS)[number];
 
+/** Methods that only read: every other method may change the database. */
+const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query']);
+
 /** Methods after which the owner announces a `change`, so every tab can re-read its data. */
-export const CHANGING_METHODS: ReadonlySet<RemoteMethod> = new Set([
-  'attach',
-  'sync',
-  'pushPending',
-  'pullToStable',
-  'rebuild',
-  'discardRejected',
-  'detach',
-  'run',
-  'exec',
-  'transaction',
-]);
+export const CHANGING_METHODS: ReadonlySet<RemoteMethod> = new Set(REMOTE_METHODS.filter((m) => !READ_ONLY_METHODS.has(m)));
 
 /** A failure carried across a thread boundary. */
 export interface WireError {
