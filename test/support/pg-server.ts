@@ -4,6 +4,7 @@
  * One server per vitest project (pg16, pg17); every test file gets its own fresh database.
  */
 import '../../dev/exit-code-guard.js';
+import { grantPostgresUserAccess } from '../../dev/embedded-access.js';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +57,7 @@ export async function startEmbedded(major: PgMajor, options: { dataDir?: string;
   const port = options.port ?? (await freePort());
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), `lockstep-pg${major}-`));
   const persistent = options.persistent ?? false;
+  grantPostgresUserAccess(dataDir);
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     user: 'postgres',
