@@ -8,7 +8,7 @@
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { stageTable } from './install.js';
+import { columnsToRefresh, stageTable } from './install.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
@@ -92,10 +92,21 @@ export interface ApplyStats {
   readonly skipped: number;
 }
 
-function tableOf(model: LocalModel, row: { schema: string; table: string }): TableModel {
-  const table = model.byWire.get(`${row.schema}.${row.table}`);
-  if (!table) throw new ClientError(ClientErrorCode.protocolViolation, `the server sent a row of ${row.schema}.${row.table}, which this client does not manage`);
-  return table;
+/**
+ * The local table of a wire row, or undefined for a table this client does not manage: a table the
+ * server registered after this app version was built, or one an accepted contract step retired.
+ * Its rows are skipped, so older clients keep syncing what they know (schema evolution).
+ */
+function tableOf(model: LocalModel, row: { schema: string; table: string }): TableModel | undefined {
+  return model.byWire.get(`${row.schema}.${row.table}`);
+}
+
+/** Index after the run of rows of the same table as rows[i]. */
+function endOfTableRun(rows: readonly { schema: string; table: string }[], i: number): number {
+  const first = rows[i] as { schema: string; table: string };
+  let j = i;
+  while (j < rows.length && rows[j]?.schema === first.schema && rows[j]?.table === first.table) j++;
+  return j;
 }
 
 /** Local key value of a wire key object. */
@@ -116,6 +127,7 @@ export function payloadToValues(table: TableModel, payload: Record<string, unkno
  */
 export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel, rows: readonly CommittedRow[], own: boolean): Promise<ApplyStats> {
   let applied = 0;
+  let considered = 0;
   // Usually nothing is pending: then one lookup here spares two per row below.
   const [pending] = await tx.query<{ n: number }>('SELECT EXISTS (SELECT 1 FROM _sync_dirty WHERE state <> 1) AS n');
   const clean = pending?.n === 0;
@@ -123,6 +135,10 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
   for (let i = 0; i < rows.length; ) {
     const first = rows[i] as CommittedRow;
     const table = tableOf(model, first);
+    if (!table) {
+      i = endOfTableRun(rows, i);
+      continue;
+    }
     const isDelete = first.op === 'DELETE';
     const data: SqlValue[][] = [];
     const meta: SqlValue[][] = [];
@@ -140,9 +156,10 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
       await tx.runMany(s.recordSkip, meta.map(([key, version]) => [key as SqlValue, version as SqlValue]));
     }
     applied += (await tx.runMany(isDelete ? (clean ? s.removeClean : s.remove) : clean ? s.upsertClean : s.upsert, data)).changes;
+    considered += data.length;
     await tx.runMany(own || clean ? s.metaOwn : s.metaPull, meta);
   }
-  return { applied, skipped: rows.length - applied };
+  return { applied, skipped: considered - applied };
 }
 
 /** Stages snapshot rows (already local values) into the stage table of their table. */
@@ -150,6 +167,10 @@ export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel,
   for (let i = 0; i < rows.length; ) {
     const first = rows[i] as (typeof rows)[number];
     const table = tableOf(model, first);
+    if (!table) {
+      i = endOfTableRun(rows, i);
+      continue;
+    }
     const at = keyIndex(table);
     const batch: SqlValue[][] = [];
     for (; i < rows.length; i++) {
@@ -188,6 +209,16 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
     applied += (await tx.run(
       `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${stage} s ` +
       `WHERE NOT ${pending(`s.${key}`)} ${onKeyConflict(t)}`)).changes;
+    // Rows with pending changes keep their values, except columns the app added locally since
+    // they last synced: those hold no value of the user's yet, and their push would otherwise
+    // overwrite the server's value with the local default.
+    const refresh = await columnsToRefresh(tx, t);
+    if (refresh.length > 0) {
+      await tx.run(
+        `UPDATE ${qi(t.local)} SET ${refresh.map((c) => `${qi(c)} = s.${qi(c)}`).join(', ')} FROM ${stage} s ` +
+        `WHERE s.${key} = ${qi(t.local)}.${key} AND ${pending(`s.${key}`)}`);
+      await tx.run('UPDATE _sync_local_model SET refresh = NULL WHERE tbl = ?', [t.local]);
+    }
     await tx.run(`DELETE FROM ${qi(t.local)} WHERE NOT EXISTS (SELECT 1 FROM ${stage} s WHERE s.${key} = ${qi(t.local)}.${key}) AND NOT ${pending(`${qi(t.local)}.${key}`)}`);
     // Tombstones of keys the snapshot lacks stay: a snapshot carries no tombstones, and without
     // its version a later re-insert of the key would push base 0 and lose to the server's

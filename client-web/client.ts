@@ -24,14 +24,14 @@ import {
 import { inApplyMode } from './apply.js';
 import { clientLimits, type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { installState, installTriggers, outboxTables } from './install.js';
+import { installState, installTriggers, outboxTables, recordLocalModel } from './install.js';
 import { buildLocalModel, qi } from './local-schema.js';
 import { dropOutbox } from './outbox.js';
 import { pullToStable } from './pull.js';
 import { pushOnce } from './push.js';
 import { rebuild } from './rebuild.js';
 import { type SqliteDb } from './sqlite/port.js';
-import { countDirty, readAttachment, readFrozen, readSource } from './state.js';
+import { countDirty, readAttachment, readFrozen, readSource, setRebuildRequired } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
 
 /** Bundles one `sync()` pushes at most before it pulls (a dirty set over the bundle limits splits). */
@@ -80,6 +80,10 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
   const caps = await loadCapabilities(db, transport);
   const model = await buildLocalModel(db, config.tables, caps.registered_table_specs);
   await installTriggers(db, model);
+  // A new app version added a local column or table: its synced rows lack those values, so the
+  // next sync rebuilds from a snapshot, keeping every pending local change.
+  const grown = await recordLocalModel(db, model);
+  if (grown.length > 0 && (await readAttachment(db)).userId !== null) await setRebuildRequired(db, true);
   const ctx: ClientContext = {
     db,
     model,

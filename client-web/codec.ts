@@ -27,6 +27,8 @@ export interface ColumnCodec {
   readonly affinity: Affinity;
   /** Declared without a type: SQLite stores whatever it is given. */
   readonly untyped: boolean;
+  /** NOT NULL locally while the server allows null (see local-schema.ts). */
+  readonly localNotNull?: boolean;
 }
 
 const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -114,7 +116,13 @@ export function toWire(column: ColumnCodec, value: SqlValue): unknown {
 
 /** A wire value → the local SQLite value for this column. */
 export function fromWire(column: ColumnCodec, value: unknown): SqlValue {
-  if (value === null || value === undefined) return null;
+  if (value === null || value === undefined) {
+    if (column.localNotNull) {
+      throw new ClientError(ClientErrorCode.localSchemaMismatch,
+        `the server sent null for ${column.name}, which is NOT NULL locally: the server allows null there now; update the app so its local column is nullable`);
+    }
+    return null;
+  }
   switch (column.category) {
     case 'bytea':
       return base64ToBytes(String(value));

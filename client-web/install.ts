@@ -18,6 +18,9 @@
  *   Its rows live in `_sync_outbox_<n>`; while such a table exists, pull and rebuild fail closed.
  * - `_sync_rebuild_state` + `_sync_stage_<table>`: a resumable snapshot download.
  * - `_sync_capabilities`: the server's last capabilities, so the client validates offline.
+ * - `_sync_local_model`: the local columns of each managed table at the last open, so a new app
+ *   version whose local migration added a column (or a table) is noticed (recordLocalModel), and
+ *   the added columns still to fill from the server (`refresh`, until the next rebuild).
  * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, recreated on every open.
  */
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
@@ -84,6 +87,11 @@ CREATE TABLE IF NOT EXISTS _sync_rebuild_state (
 CREATE TABLE IF NOT EXISTS _sync_capabilities (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS _sync_local_model (
+  tbl TEXT PRIMARY KEY,
+  columns TEXT NOT NULL,
+  refresh TEXT
 );
 `;
 
@@ -168,4 +176,35 @@ export async function outboxTables(db: SqliteStatements): Promise<string[]> {
   const rows = await db.query<{ name: string }>(
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_sync\\_outbox\\_%' ESCAPE '\\'");
   return rows.map((r) => r.name);
+}
+
+/**
+ * Records the managed tables' local columns and answers the tables that gained a column, or are
+ * managed for the first time, since the last open. Their existing rows lack values the server
+ * has (a column the server added earlier, a table registered earlier), so the caller refreshes
+ * them from a snapshot; the added columns are kept in `refresh` so the rebuild also fills them
+ * in rows with pending changes (whose other values it keeps). Nothing is reported on the first
+ * open of a database.
+ */
+export async function recordLocalModel(db: SqliteDb, model: LocalModel): Promise<string[]> {
+  return db.transaction(async (tx) => {
+    const rows = await tx.query<{ tbl: string; columns: string; refresh: string | null }>('SELECT tbl, columns, refresh FROM _sync_local_model');
+    const known = new Map(rows.map((r) => [r.tbl, { columns: new Set(JSON.parse(r.columns) as string[]), refresh: JSON.parse(r.refresh ?? '[]') as string[] }]));
+    const grown: string[] = [];
+    for (const t of model.tables) {
+      const before = known.get(t.local);
+      const added = before ? t.columns.map((c) => c.name).filter((c) => !before.columns.has(c)) : [];
+      if (known.size > 0 && (!before || added.length > 0)) grown.push(t.local);
+      const refresh = [...new Set([...(before?.refresh ?? []), ...added])].filter((c) => t.columns.some((m) => m.name === c));
+      await tx.run('INSERT OR REPLACE INTO _sync_local_model (tbl, columns, refresh) VALUES (?, ?, ?)',
+        [t.local, JSON.stringify(t.columns.map((c) => c.name)), refresh.length ? JSON.stringify(refresh) : null]);
+    }
+    return grown;
+  });
+}
+
+/** Columns added locally that a rebuild must still fill in rows with pending changes. */
+export async function columnsToRefresh(db: SqliteStatements, table: TableModel): Promise<string[]> {
+  const [row] = await db.query<{ refresh: string | null }>('SELECT refresh FROM _sync_local_model WHERE tbl = ?', [table.local]);
+  return row?.refresh ? (JSON.parse(row.refresh) as string[]) : [];
 }

@@ -127,10 +127,10 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
       if (!compatible(codec.category, codec.affinity, codec.untyped)) {
         problems.push(`${localName}.${column.name}: local type ${column.type || '(none)'} cannot hold server type ${server.type}`);
       }
-      if (column.notnull && server.nullable && column.name !== keyName) {
-        problems.push(`${localName}.${column.name}: NOT NULL locally but nullable on the server (a pulled null would fail)`);
-      }
-      columns.push(codec);
+      // NOT NULL locally but nullable on the server is accepted: the server may have relaxed it after
+      // this app version shipped (schema evolution). A null that does arrive is refused by apply
+      // with local_schema_mismatch naming the column (codec.ts), never a raw SQLite error.
+      columns.push(column.notnull && server.nullable && column.name !== keyName ? { ...codec, localNotNull: true } : codec);
     }
     const key = columns.find((c) => c.name === keyName);
     if (key) {

@@ -11,6 +11,7 @@
 import canonicalize from 'canonicalize';
 import { toWire } from './codec.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { columnsToRefresh } from './install.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
 import { readFrozen, readSource, readAttachment, type FrozenBundle } from './state.js';
 
@@ -52,10 +53,14 @@ function keyToWire(table: TableModel, key: SqlValue): string {
   return String(toWire(table.key, key));
 }
 
-/** The wire payload of a local row: every local column, the key included. */
-function rowToPayload(table: TableModel, row: Record<string, SqlValue>): Record<string, unknown> {
+/**
+ * The wire payload of a local row: every local column, the key included, except columns the app
+ * added locally whose server values the next rebuild still has to fill (`omit`): sending their
+ * local default would overwrite the server's value, while omitting them keeps it.
+ */
+function rowToPayload(table: TableModel, row: Record<string, SqlValue>, omit: readonly string[]): Record<string, unknown> {
   const payload: Record<string, unknown> = {};
-  for (const column of table.columns) payload[column.name] = toWire(column, row[column.name] ?? null);
+  for (const column of table.columns) if (!omit.includes(column.name)) payload[column.name] = toWire(column, row[column.name] ?? null);
   return payload;
 }
 
@@ -86,6 +91,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
   const vanished: [string, SqlValue][] = [];
   let bytes = 0;
   outer: for (const table of model.tables) {
+    const omit = await columnsToRefresh(tx, table);
     const cols = table.columns.map((c) => `t.${qi(c.name)}`).join(', ');
     const found = await tx.query(
       `SELECT d.key AS __k, m.row_version AS __v, m.deleted AS __d, t.${qi(table.key.name)} IS NOT NULL AS __e, ${cols}
@@ -101,7 +107,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
       const keyWire = keyToWire(table, keyLocal);
       let row: PushedWireRow;
       if (r['__e'] === 1) {
-        row = wireRow(table, keyWire, known ? 'UPDATE' : 'INSERT', version, rowToPayload(table, r));
+        row = wireRow(table, keyWire, known ? 'UPDATE' : 'INSERT', version, rowToPayload(table, r, omit));
       } else if (known) {
         row = wireRow(table, keyWire, 'DELETE', version, null);
       } else {

@@ -15,7 +15,8 @@ export interface Config {
   readonly databaseUrl: string;
   readonly tables: readonly RegisteredTableDecl[];
   readonly appName: string;
-  readonly maxSchemaVersion: number;
+  /** SYNC_MAX_SCHEMA_VERSION: bootstrap refuses schema changes beyond it; unlimited when unset. */
+  readonly maxSchemaVersion: number | undefined;
   readonly userIdClaim: string;
   readonly dbDriver: DbDriver;
   readonly dbPoolMax: number;
@@ -47,7 +48,7 @@ const envSchema = z.object({
   DATABASE_URL: z.string().min(1, 'DATABASE_URL is required'),
   SYNC_TABLES: z.string().min(1, 'SYNC_TABLES is required'),
   SYNC_APP_NAME: z.string().default('lockstep'),
-  SYNC_MAX_SCHEMA_VERSION: z.coerce.number().int().positive().default(1),
+  SYNC_MAX_SCHEMA_VERSION: z.coerce.number().int().positive().optional(),
   SYNC_USER_ID_CLAIM: z.string().default('sub'),
   SYNC_DB_DRIVER: z.enum(['pg', 'neon']).optional(),
   SYNC_DB_POOL_MAX: z.coerce.number().int().positive().default(4),

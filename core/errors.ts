@@ -103,6 +103,47 @@ export class ManagedLayoutMismatchError extends Error {
   }
 }
 
+/** One change between a registered table's catalog entry and its declaration now. */
+export interface SchemaChange {
+  /** Stable id, e.g. `drop-column:app.items.note`; `--accept <id>` accepts a contract step. */
+  readonly id: string;
+  readonly message: string;
+  /** Additive: applied by bootstrap without asking. */
+  readonly safe: boolean;
+  /** Unsafe but a deliberate contract step may accept it by id. */
+  readonly acceptable: boolean;
+  /** How to make the change safely (expand/contract), for unsafe ones. */
+  readonly recipe?: string;
+}
+
+/** Bootstrap-time failure: schema changes that would break clients or lose data, none applied. */
+export class UnsafeSchemaChangeError extends Error {
+  readonly code = 'unsafe_schema_change';
+  constructor(readonly changes: readonly SchemaChange[]) {
+    super(
+      `unsafe schema change: ${changes.length} change(s) refused, nothing applied\n` +
+        changes
+          .map((c) => `  - ${c.message} [${c.id}]${c.acceptable ? ' (a deliberate contract step may accept it: --accept ' + c.id + ')' : ''}` +
+            (c.recipe ? `\n      how: ${c.recipe}` : ''))
+          .join('\n'),
+    );
+    this.name = 'UnsafeSchemaChangeError';
+  }
+}
+
+/**
+ * Bootstrap-time failure: this build cannot work on the database's layout (it is newer than this
+ * build and rules it out, or the registered tables changed beyond what SYNC_MAX_SCHEMA_VERSION
+ * allows).
+ */
+export class LayoutIncompatibleError extends Error {
+  readonly code = 'layout_incompatible';
+  constructor(message: string) {
+    super(message);
+    this.name = 'LayoutIncompatibleError';
+  }
+}
+
 /** Bootstrap-time failure: the PostgreSQL server version is outside 16.x/17.x. */
 export class UnsupportedServerVersionError extends Error {
   readonly code = 'unsupported_server_version';

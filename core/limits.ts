@@ -50,6 +50,8 @@ export interface Limits {
   readonly dbConnectTimeoutMs: number;
   /** How long an idle pooled connection is kept. */
   readonly dbIdleTimeoutMs: number;
+  /** How long a container trusts its cached catalog and layout check before reading them again. */
+  readonly catalogRefreshSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -80,6 +82,7 @@ export const defaultLimits: Limits = Object.freeze({
   unavailableRetryAfterSeconds: 1,
   dbConnectTimeoutMs: 10_000,
   dbIdleTimeoutMs: 30_000,
+  catalogRefreshSeconds: 15,
 });
 
 /** The wire names of the limits, as capabilities' `bundle_limits` reports them. */

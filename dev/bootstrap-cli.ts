@@ -1,12 +1,38 @@
 /**
- * `npm run bootstrap`: the one-off bootstrap against DATABASE_URL and SYNC_TABLES. Exit 0 when
- * the layout is ready; otherwise non-zero with the typed error on stderr.
+ * `npm run bootstrap`: installs or upgrades the `sync` layout and registers SYNC_TABLES against
+ * DATABASE_URL. Exit 0 when the layout is ready; otherwise non-zero with the typed error on stderr:
+ * 2 unsupported_schema, 3 managed_layout_mismatch, 4 unsafe_schema_change, 5 layout_incompatible,
+ * 1 anything else.
+ *
+ *   npm run bootstrap                                   install, upgrade, apply additive changes
+ *   npm run bootstrap -- --accept drop-column:app.t.c   also apply this contract step
+ *   npm run bootstrap -- --sql change.sql               run the app's own DDL in the same transaction
  */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.js';
 import { Db, createPool } from '../core/db/index.js';
-import { bootstrap } from '../core/bootstrap/bootstrap.js';
+import { bootstrap, type BootstrapResult } from '../core/bootstrap/bootstrap.js';
+
+const EXIT_CODES: Record<string, number> = {
+  unsupported_schema: 2,
+  managed_layout_mismatch: 3,
+  unsafe_schema_change: 4,
+  layout_incompatible: 5,
+};
+
+function describe(result: BootstrapResult): string {
+  const tables = `${result.catalog.length} table(s)`;
+  if (result.created) return `ready: created the sync layout (version ${result.layoutTo}) for ${tables}, adopted ${result.adoptedRows} existing row(s)`;
+  if (result.unchanged) return `ready: the sync layout (version ${result.layoutTo}, schema version ${result.schemaVersion}) is coherent for ${tables}; nothing changed`;
+  const lines = [`ready: sync layout ${result.layoutFrom === result.layoutTo ? `at version ${result.layoutTo}` : `upgraded from version ${result.layoutFrom} to ${result.layoutTo}`}, schema version ${result.schemaVersion}`];
+  for (const change of result.applied) lines.push(`  applied: ${change.message}`);
+  if (result.adoptedRows > 0) lines.push(`  adopted ${result.adoptedRows} existing row(s) of newly registered tables`);
+  return lines.join('\n');
+}
 
 async function main(): Promise<number> {
+  const { values } = parseArgs({ options: { accept: { type: 'string', multiple: true }, sql: { type: 'string' } } });
   const config = loadConfig();
   const pool = await createPool({
     connectionString: config.databaseUrl,
@@ -16,17 +42,19 @@ async function main(): Promise<number> {
   });
   const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
   try {
-    const result = await bootstrap(db, { tables: config.tables, maxSchemaVersion: config.maxSchemaVersion });
-    console.log(
-      result.created
-        ? `ready: created the sync layout for ${result.catalog.length} table(s), adopted ${result.adoptedRows} existing row(s)`
-        : `ready: the existing sync layout is coherent (${result.catalog.length} table(s)); nothing changed`,
-    );
+    const result = await bootstrap(db, {
+      tables: config.tables,
+      maxSchemaVersion: config.maxSchemaVersion,
+      accept: values.accept ?? [],
+      retainedBundlesPerUser: config.limits.retainedBundlesPerUser,
+      ...(values.sql ? { applySql: readFileSync(values.sql, 'utf8') } : {}),
+    });
+    console.log(describe(result));
     return 0;
   } catch (error) {
     const e = error as { code?: string; message?: string };
     console.error(`${e.code ?? 'bootstrap_failed'}: ${e.message ?? String(error)}`);
-    return e.code === 'unsupported_schema' ? 2 : e.code === 'managed_layout_mismatch' ? 3 : 1;
+    return EXIT_CODES[e.code ?? ''] ?? 1;
   } finally {
     await pool.end();
   }

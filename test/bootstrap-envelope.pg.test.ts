@@ -81,7 +81,7 @@ const CASES: { rule: string; schema: string; tables: string; sql: string; object
 ];
 
 async function refusal(t: TestDb, tables: readonly RegisteredTableDecl[]): Promise<UnsupportedSchemaError> {
-  const error = await bootstrap(t.db, { tables, maxSchemaVersion: 1 }).then(
+  const error = await bootstrap(t.db, { tables }).then(
     () => null,
     (e: unknown) => e,
   );
@@ -149,7 +149,7 @@ describe('bootstrap envelope (rules 1–10)', () => {
     // SET NULL on (_sync_scope_id, parent_id) would null the NOT NULL scope column at run time,
     // but rule 9 accepts the declaration, so validation must pass; bootstrap itself succeeds.
     const tables = parseTables(['r9.p:id', ...actions.map((_, i) => `r9.c${i}:id`)].join(','));
-    await bootstrap(t.db, { tables, maxSchemaVersion: 1 });
+    await bootstrap(t.db, { tables });
     expect(await syncSchemaExists(t)).toBe(true);
     // Leave the database without a layout for the tests that follow.
     await t.exec(`DROP SCHEMA sync CASCADE`);
@@ -194,7 +194,7 @@ describe('bootstrap persistence validation comes first', () => {
     // validating, it would fail with read_only_sql_transaction instead of unsupported_schema.
     const r = recordingDb(t.url, { readOnly: true });
     try {
-      const error = await bootstrap(r.db, { tables: parseTables('app.notes:id,app.other:id'), maxSchemaVersion: 1 }).catch((e: unknown) => e);
+      const error = await bootstrap(r.db, { tables: parseTables('app.notes:id,app.other:id') }).catch((e: unknown) => e);
       expect(error, String(error)).toBeInstanceOf(UnsupportedSchemaError);
       const violations = (error as UnsupportedSchemaError).violations;
       expect(has(violations, { rule: '1', table: 'app.notes', object: 'id' }), String(error)).toBe(true);
@@ -209,12 +209,12 @@ describe('bootstrap persistence validation comes first', () => {
 
   it('an identity made nullable after bootstrap fails as unsupported_schema, leaving the ready layout untouched', async () => {
     await t.exec(`ALTER TABLE app.notes ALTER COLUMN id SET NOT NULL`);
-    await bootstrap(t.db, { tables: parseTables('app.notes:id,app.other:id'), maxSchemaVersion: 1 });
+    await bootstrap(t.db, { tables: parseTables('app.notes:id,app.other:id') });
     await t.exec(`ALTER TABLE app.notes ALTER COLUMN id DROP NOT NULL`);
     const before = await layoutFingerprint(t);
     const r = recordingDb(t.url, { readOnly: true });
     try {
-      const error = await bootstrap(r.db, { tables: parseTables('app.notes:id,app.other:id'), maxSchemaVersion: 1 }).catch((e: unknown) => e);
+      const error = await bootstrap(r.db, { tables: parseTables('app.notes:id,app.other:id') }).catch((e: unknown) => e);
       expect(error, String(error)).toBeInstanceOf(UnsupportedSchemaError);
       expect(has((error as UnsupportedSchemaError).violations, { rule: '1', table: 'app.notes', object: 'id' }), String(error)).toBe(true);
     } finally {
@@ -230,6 +230,6 @@ describe('bootstrap persistence validation comes first', () => {
     const error = await refusal(t, parseTables('app.notes:id,app.other:id'));
     expect(has(error.violations, { rule: '2', table: 'app.other' }), error.message).toBe(true);
     await t.exec(`ALTER TABLE app.other SET LOGGED`);
-    await bootstrap(t.db, { tables: parseTables('app.notes:id,app.other:id'), maxSchemaVersion: 1 });
+    await bootstrap(t.db, { tables: parseTables('app.notes:id,app.other:id') });
   });
 });

@@ -8,9 +8,9 @@ describe('bootstrap smoke', () => {
   afterAll(async () => t?.close());
   it('creates the layout and verifies it on restart', async () => {
     t = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
-    const first = await bootstrap(t.db, { tables: APP_TABLES, maxSchemaVersion: 1 });
+    const first = await bootstrap(t.db, { tables: APP_TABLES });
     expect(first.created).toBe(true);
-    const second = await bootstrap(t.db, { tables: APP_TABLES, maxSchemaVersion: 1 });
+    const second = await bootstrap(t.db, { tables: APP_TABLES });
     expect(second.created).toBe(false);
   });
 });

@@ -6,7 +6,8 @@
  * on node-postgres and on the Neon driver (lazily loaded chunks) over a WebSocket forwarder.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { BUNDLE_BYTES_MAX, INIT_MS_MAX, buildFunctions, ROOT, type BundleReport,
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
 import { APP_TABLES } from './support/schemas.js';
+import { LAYOUT_VERSION } from '../core/layout/version.js';
 
 const INVOKER = join(ROOT, 'test', 'support', 'invoke-bundle.mjs');
 const POOL_MAX = 3;
@@ -188,12 +190,62 @@ describe('built bundles', () => {
     expect(pages.steps[1]?.answer.statusCode).toBe(204);
   });
 
+  it('request bundles carry the layout version, not the install SQL; bootstrap carries it', () => {
+    const text = (name: FunctionName): string => {
+      const dir = join(outDir, name);
+      const files = [join(dir, 'index.mjs'), ...readdirSync(join(dir, 'chunks')).map((f) => join(dir, 'chunks', f))];
+      return files.map((f) => readFileSync(f, 'utf8')).join('\n');
+    };
+    for (const name of ['connect', 'push', 'pull', 'snapshot', 'meta', 'maintenance'] as const) {
+      expect(text(name), name).not.toContain('CREATE OR REPLACE FUNCTION');
+    }
+    expect(text('bootstrap')).toContain('CREATE OR REPLACE FUNCTION sync.push_commit');
+  });
+
   it('bootstrap revalidates the ready layout; maintenance runs within its time budget', async () => {
     const boot = await invoke('bootstrap', [{ args: [] }]);
-    expect(boot.steps[0]?.answer).toMatchObject({ ok: true, created: false });
+    expect(boot.steps[0]?.answer).toMatchObject({ ok: true, created: false, layout_to: LAYOUT_VERSION });
     expect(boot.steps[0]?.answer['registered_tables']).toHaveLength(3);
     const maint = await invoke('maintenance', [{ args: [{}], remainingMs: 30_000 }]);
     expect(maint.steps[0]?.answer).toMatchObject({ finished: true });
+  });
+
+  it('bootstrap as the CloudFormation custom resource: Create/Update answer SUCCESS or FAILED to the ResponseURL, Delete changes nothing', async () => {
+    const puts: { method: string; body: any }[] = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        puts.push({ method: req.method ?? '', body: JSON.parse(body) });
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const cfEvent = (type: string, accept = ''): unknown => ({
+      RequestType: type, ResponseURL: `http://127.0.0.1:${port}/response?signature=x`, StackId: 'arn:aws:cloudformation:eu-west-1:1:stack/s/1',
+      RequestId: `r-${type}`, LogicalResourceId: 'LayoutBootstrap', ResourceType: 'Custom::LockstepBootstrap',
+      ...(type === 'Create' ? {} : { PhysicalResourceId: 'lockstep-sync-layout' }),
+      ResourceProperties: { ServiceToken: 'arn', BootstrapVersion: '3', SyncTables: 'x', Accept: accept },
+    });
+    try {
+      await invoke('bootstrap', [{ args: [cfEvent('Create')], remainingMs: 60_000 }, { args: [cfEvent('Update')], remainingMs: 60_000 }]);
+      // An unsafe change behind the deploy: FAILED with the typed error, which rolls the deploy back.
+      await t.exec('ALTER TABLE app.items DROP COLUMN attachment');
+      const refused = await invoke('bootstrap', [{ args: [cfEvent('Update')], remainingMs: 60_000 }]);
+      expect(refused.steps[0]?.answer).toMatchObject({ ok: false, error: 'unsafe_schema_change' });
+      await invoke('bootstrap', [{ args: [cfEvent('Delete')], remainingMs: 60_000 }]);
+      expect(puts.map((p) => [p.method, p.body.Status])).toEqual([['PUT', 'SUCCESS'], ['PUT', 'SUCCESS'], ['PUT', 'FAILED'], ['PUT', 'SUCCESS']]);
+      expect(puts[0]?.body).toMatchObject({ RequestId: 'r-Create', LogicalResourceId: 'LayoutBootstrap', PhysicalResourceId: 'lockstep-sync-layout',
+        Data: { LayoutVersion: String(LAYOUT_VERSION) } });
+      expect(puts[2]?.body.Reason).toMatch(/unsafe_schema_change: .*drop-column:app\.items\.attachment/s);
+      // The contract step, accepted through the template's AcceptContractSteps parameter.
+      const accepted = await invoke('bootstrap', [{ args: [cfEvent('Update', 'drop-column:app.items.attachment')], remainingMs: 60_000 }]);
+      expect(accepted.steps[0]?.answer).toMatchObject({ ok: true, applied: ['drop-column:app.items.attachment'] });
+      expect(puts.at(-1)?.body.Status).toBe('SUCCESS');
+    } finally {
+      server.close();
+    }
   });
 
   for (const driver of ['pg', 'neon'] as const) {

@@ -14,7 +14,7 @@ import { ClientError } from '../client-web/errors.js';
 import { openClient } from '../client-web/client.js';
 import { openNodeSqlite } from '../client-web/sqlite/node.js';
 import { sql } from '../core/db/sql.js';
-import { serverWrite } from '../core/sync/server-write.js';
+import { serverWrite } from '../core/sync/push/server-write.js';
 import { blobOfUuid, expectConverged, localState, openDevice, serverState, write, type Device } from './support/client-harness.js';
 import { signToken, startTestServer, type TestServer } from './support/server.js';
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Browser, type Page } from 'playwright-core';
 import { parseTables } from '../core/config.js';
 import { sql } from '../core/db/sql.js';
-import { serverWrite } from '../core/sync/server-write.js';
+import { serverWrite } from '../core/sync/push/server-write.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { findChromium, launchChromium, openDemoDevice, screenshot, type DemoDevice } from './support/browser.js';

@@ -41,9 +41,19 @@ describe('errorAnswer', () => {
     });
   }
 
+  // A registered table changed behind bootstrap's back: the catalog's SQL names what is gone.
+  for (const code of ['42703', '42P01', '42883', '42804']) {
+    it(`${code} from a managed function → 503 service_unavailable with reason layout_drift`, () => {
+      const answer = errorAnswer(pgError(code), 2);
+      expect(answer.status).toBe(503);
+      expect(answer.body).toMatchObject({ error: 'service_unavailable', reason: 'layout_drift' });
+      expect(answer.headers?.['retry-after']).toBe('2');
+    });
+  }
+
   const bugs: Array<[string, unknown]> = [
     ['23505 unique_violation outside the commit mapping', pgError('23505')],
-    ['42P01 undefined_table', pgError('42P01')],
+    ['42601 syntax_error (a bug in our own SQL)', pgError('42601')],
     ['XX000 internal_error', pgError('XX000')],
     ['54001 stack depth', pgError('54001')],
     ['a plain Error', new Error('boom')],

@@ -17,6 +17,7 @@ import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { createRuntime } from '../functions/index.js';
 import { startGateway } from '../dev/gateway.js';
 import { PROTOCOL_VERSION } from '../core/protocol/index.js';
+import { LAYOUT_VERSION } from '../core/layout/version.js';
 
 const LIMITS_7: Record<string, number> = {
   default_rows_per_push_chunk: 1000,
@@ -79,7 +80,7 @@ describe('capabilities and status', () => {
     const c = s.client('alice');
     const before = await c.get('/syncx/status');
     expectStatus(before, 200);
-    expect(before.body.lifecycle).toMatchObject({ ready: true, layout_version: '1', schema_version: 1 });
+    expect(before.body.lifecycle).toMatchObject({ ready: true, layout_version: LAYOUT_VERSION, min_safe_version: expect.any(Number), schema_version: 1 });
     expect(before.body.registered_tables).toEqual(['app.lists', 'app.items', 'app.kinds']);
     expect(before.body.features).toEqual((await c.get('/sync/capabilities')).body.features);
     expect(before.body.retained_floor).toMatchObject({ retained_bundles_per_user: 10000 });
@@ -124,7 +125,7 @@ describe('health 503', () => {
       expectStatus(await c.get('/syncx/status'), 503, 'service_unavailable');
       expectStatus(await c.get('/sync/pull?after_bundle_seq=0'), 503, 'service_unavailable');
       expectStatus(await c.get('/sync/capabilities'), 503, 'service_unavailable');
-      await bootstrap(t.db, { tables: config.tables, maxSchemaVersion: 1 });
+      await bootstrap(t.db, { tables: config.tables });
       expectStatus(await c.get('/syncx/health'), 200);
       // The failed catalog load was not cached: the same container serves once ready.
       expectStatus(await c.get('/sync/capabilities'), 200);
@@ -152,7 +153,7 @@ describe('health 503', () => {
     const pool = await createPool(bouncer ? { ...poolOptions, connectionString: bouncer.rewrite(url) } : poolOptions);
     const config = loadConfig({ DATABASE_URL: url, SYNC_TABLES: 'app.lists:id,app.items:id,app.kinds:code' });
     const runtime = createRuntime(config, pool);
-    await bootstrap(runtime.db, { tables: config.tables, maxSchemaVersion: 1 });
+    await bootstrap(runtime.db, { tables: config.tables });
     const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET } });
     const admin = new pg.Client({ connectionString: inject('pgAdminUrl') });
     await admin.connect();

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
 import { expectStatus, initEmpty, list, pushOk, uuid } from './support/write-helpers.js';
 import { rawGet, readSnapshot } from './support/read-helpers.js';
-import { serverWrite } from '../core/sync/server-write.js';
-import { runMaintenance } from '../core/sync/maintenance.js';
+import { serverWrite } from '../core/sync/push/server-write.js';
+import { runMaintenance } from '../core/sync/maintenance/maintenance.js';
 import { defaultLimits } from '../core/limits.js';
 import { sql, type Db } from '../core/db/index.js';
 

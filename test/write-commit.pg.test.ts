@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { sql } from '../core/db/index.js';
-import { serverWrite } from '../core/sync/server-write.js';
+import { serverWrite } from '../core/sync/push/server-write.js';
 import { startTestServer, type ApiClient, type TestServer } from './support/server.js';
 import { APP_SCHEMA_SQL } from './support/schemas.js';
 import { bundleHash, committedRows, del, expectStatus, initEmpty, item, list, push, pushOk, uuid, type PushRow } from './support/write-helpers.js';

@@ -87,7 +87,7 @@ export async function startBenchServer(): Promise<BenchServer> {
     const pool = await createPool({ connectionString: databaseUrl, max: RUNTIME_POOL_MAX, driver: 'pg' });
     const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench' });
     const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
-    await bootstrap(db, { tables: BENCH_TABLES, maxSchemaVersion: 1 });
+    await bootstrap(db, { tables: BENCH_TABLES });
     const runtime = createRuntime(config, pool);
     const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET } });
     const roundTrips = new RoundTripLog();

@@ -1,41 +1,80 @@
 /**
- * Bootstrap: a one-off (CLI or a Lambda invoke), never a side effect of a request.
+ * Bootstrap: a one-off (CLI, the bootstrap function on every deploy), never a side effect of a
+ * request. It installs or upgrades the `sync` layout and registers the declared tables.
  *
- *   validate envelope (read only) ──violations──▶ UnsupportedSchemaError, nothing touched
- *        │
- *        ├─ `sync` exists ──▶ verify (READ ONLY transaction, no locks, no business rows)
- *        │                      └─ drift ──▶ ManagedLayoutMismatchError
- *        └─ fresh ──▶ one transaction under pg_advisory_xact_lock:
- *                     lock registered tables, create layout, install triggers, adopt rows,
- *                     verify, mark ready
+ *   validate envelope, read the layout and the catalog (READ ONLY, no locks, no business rows)
+ *     │  violations ──▶ UnsupportedSchemaError, nothing touched
+ *     │  layout newer than this build ──▶ nothing to do (or LayoutIncompatibleError)
+ *     ├─ nothing to change ──▶ verify (read only) ──drift──▶ ManagedLayoutMismatchError
+ *     └─ otherwise, one transaction under pg_advisory_xact_lock:
+ *          verify the managed objects against the stored description (drift fails)
+ *          apply migrations (layout_version → this build's LAYOUT_VERSION)
+ *          diff the catalog with the declarations ──unsafe──▶ UnsafeSchemaChangeError
+ *          write the catalog, create triggers of new tables and partitions,
+ *          adopt existing rows (a fresh layout, or a newly registered table),
+ *          raise schema_version when what clients see changed, store the description, verify
  */
-import { createHash } from 'node:crypto';
 import { sql, raw, Isolation, type Db, type Queryable } from '../db/index.js';
+import { quoteIdent, quoteLiteral } from '../db/sql.js';
 import { type RegisteredTableDecl } from '../config.js';
-import { ManagedLayoutMismatchError, UnsupportedSchemaError, UnsupportedServerVersionError } from '../errors.js';
+import {
+  LayoutIncompatibleError,
+  ManagedLayoutMismatchError,
+  UnsafeSchemaChangeError,
+  UnsupportedSchemaError,
+  UnsupportedServerVersionError,
+  type SchemaChange,
+} from '../errors.js';
+import { defaultLimits } from '../limits.js';
+import { LAYOUT_VERSION, servable } from '../layout/version.js';
+import { buildCatalog, adoptionSourceSql, type CatalogEntry } from '../sync/catalog/table-sql.js';
+import { triggerSpecs, type TriggerSpec } from '../sync/capture/triggers.js';
+import { ROOT_TRIGGERS } from '../sync/catalog/names.js';
 import { introspectTable, type TableInfo } from './introspect.js';
 import { validateEnvelope } from './validate-envelope.js';
-import { buildCatalog, triggerSpecs, adoptionSourceSql, type CatalogEntry } from './table-sql.js';
-import { LAYOUT_TABLES_SQL, LAYOUT_VERSION } from './layout-tables.js';
-import { LAYOUT_FUNCTIONS_SQL } from './layout-functions.js';
-import { describeLayout, diffDescriptions } from './describe.js';
+import { describeLayout, diffDescriptions, type DescriptionFormat } from './describe.js';
+import { migrateLayout, readLayoutVersion, type LayoutVersion } from './migrate.js';
+import { diffCatalog, type StoredEntry } from './evolve.js';
+import { type CatalogColumn } from '../sync/catalog/compat.js';
 
 const BOOTSTRAP_LOCK_KEY = 7020140421;
-export const SCHEMA_VERSION = 1;
-
-/** Identifies the code that creates the layout: two builds with different DDL never mix. */
-export const LAYOUT_CODE_HASH = createHash('sha256').update(LAYOUT_TABLES_SQL).update(LAYOUT_FUNCTIONS_SQL).digest('hex');
 
 export interface BootstrapOptions {
   readonly tables: readonly RegisteredTableDecl[];
-  readonly maxSchemaVersion: number;
+  /** Refuse to raise schema_version beyond this (SYNC_MAX_SCHEMA_VERSION); unlimited when absent. */
+  readonly maxSchemaVersion?: number | undefined;
+  /** Ids of unsafe changes a deliberate contract step accepts (`drop-column:…`, `drop-table:…`). */
+  readonly accept?: readonly string[];
+  /** Trusted SQL (the application's own DDL) run first inside the bootstrap transaction. */
+  readonly applySql?: string;
+  /** Bundles kept per user, for bundles bootstrap commits (adopting a newly registered table). */
+  readonly retainedBundlesPerUser?: number;
+  /** Tests only: stop the layout at this version instead of this build's. */
+  readonly targetLayoutVersion?: number;
 }
 
 export interface BootstrapResult {
+  /** The `sync` schema was created by this run. */
   readonly created: boolean;
   readonly catalog: readonly CatalogEntry[];
   readonly adoptedRows: number;
+  /** Layout version before and after this run. */
+  readonly layoutFrom: number;
+  readonly layoutTo: number;
+  readonly schemaVersion: number;
+  /** The schema changes this run applied. */
+  readonly applied: readonly SchemaChange[];
+  /** True when nothing was written (a read-only verification). */
+  readonly unchanged: boolean;
 }
+
+const CATALOG_SQL_FIELDS = [
+  ['capture_new_sql', 'captureNewSql'], ['capture_old_sql', 'captureOldSql'], ['capture_keychange_sql', 'captureKeychangeSql'],
+  ['upsert_sql', 'upsertSql'], ['delete_sql', 'deleteSql'], ['snapshot_sql', 'snapshotSql'], ['lookup_sql', 'lookupSql'],
+  ['hash_rows_sql', 'hashRowsSql'], ['request_rows_sql', 'requestRowsSql'], ['row_json_prefix', 'rowJsonPrefix'],
+] as const;
+
+type StoredRow = StoredEntry & { readonly applyOrder: number; readonly sql: Readonly<Record<string, string>> };
 
 async function checkServerVersion(db: Queryable): Promise<void> {
   const [row] = await db.query<{ v: number }>(sql`SELECT current_setting('server_version_num')::int AS v`);
@@ -51,90 +90,145 @@ async function introspectAll(db: Queryable, tables: readonly RegisteredTableDecl
   return infos as TableInfo[];
 }
 
-async function syncSchemaExists(db: Queryable): Promise<boolean> {
-  const [row] = await db.query<{ exists: boolean }>(sql`SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'sync') AS exists`);
-  return row?.exists ?? false;
-}
-
 function relationOids(infos: readonly TableInfo[]): number[] {
   return infos.flatMap((i) => [i.oid, ...i.descendants.map((d) => d.oid)]);
 }
 
-const catalogFields = [
-  ['schema_name', 'schema'], ['table_name', 'table'], ['key_column', 'keyColumn'], ['key_kind', 'keyKind'],
-  ['apply_order', 'applyOrder'], ['columns', 'columns'], ['capture_new_sql', 'captureNewSql'],
-  ['capture_old_sql', 'captureOldSql'], ['capture_keychange_sql', 'captureKeychangeSql'], ['upsert_sql', 'upsertSql'],
-  ['delete_sql', 'deleteSql'], ['snapshot_sql', 'snapshotSql'], ['lookup_sql', 'lookupSql'],
-  ['hash_rows_sql', 'hashRowsSql'], ['request_rows_sql', 'requestRowsSql'], ['row_json_prefix', 'rowJsonPrefix'],
-] as const;
+async function readStoredCatalog(db: Queryable): Promise<StoredRow[]> {
+  const [has] = await db.query<{ retired: boolean }>(sql`
+    SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'sync.table_catalog'::regclass AND attname = 'retired') AS retired`);
+  const rows = await db.query<Record<string, unknown>>(sql`
+    SELECT *, ${raw(has?.retired ? 'retired' : 'false')} AS is_retired FROM sync.table_catalog ORDER BY table_id`);
+  return rows.map((r) => ({
+    tableId: Number(r['table_id']),
+    schema: String(r['schema_name']),
+    table: String(r['table_name']),
+    keyColumn: String(r['key_column']),
+    keyKind: String(r['key_kind']),
+    applyOrder: Number(r['apply_order']),
+    columns: r['columns'] as StoredEntry['columns'],
+    retired: r['is_retired'] === true,
+    sql: Object.fromEntries(CATALOG_SQL_FIELDS.map(([column]) => [column, String(r[column])])),
+  }));
+}
 
-/** Verifies a marked layout. Read only: it reads catalogs and `sync` metadata, nothing else. */
-async function verifyLayout(tx: Queryable, infos: readonly TableInfo[], catalog: readonly CatalogEntry[], maxSchemaVersion: number): Promise<void> {
+async function readMeta(db: Queryable): Promise<Map<string, string>> {
+  const rows = await db.query<{ key: string; value: string }>(sql`SELECT key, value FROM sync.meta`);
+  return new Map(rows.map((r) => [r.key, r.value]));
+}
+
+/** The first release stored its description with raw md5 bodies; later ones with normalized hashes. */
+function descriptionFormat(meta: ReadonlyMap<string, string>): DescriptionFormat {
+  return meta.get('layout_description_format') === '2' ? 2 : 1;
+}
+
+/** Managed objects equal the stored description; drift fails (it is never repaired silently). */
+async function verifyManaged(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
+  const meta = await readMeta(tx).catch(() => null);
+  if (!meta) throw new ManagedLayoutMismatchError(['table sync.meta is missing or unreadable']);
   const problems: string[] = [];
-  const metaRows = await tx.query<{ key: string; value: string }>(sql`SELECT key, value FROM sync.meta`).catch(() => {
-    problems.push('table sync.meta is missing or unreadable');
-    return [];
-  });
-  const meta = new Map(metaRows.map((r) => [r.key, r.value]));
   if (meta.get('ready') !== 'true') problems.push('the layout is not marked ready (sync.meta ready)');
-  if (meta.get('layout_version') !== String(LAYOUT_VERSION)) {
-    problems.push(`layout_version is ${meta.get('layout_version') ?? 'absent'}, this build expects ${LAYOUT_VERSION} (mixed server versions are unsupported)`);
-  }
-  if (meta.has('layout_code_hash') && meta.get('layout_code_hash') !== LAYOUT_CODE_HASH) {
-    problems.push('the layout was created by a different Lockstep build (layout_code_hash differs)');
-  }
-  const schemaVersion = Number(meta.get('schema_version') ?? NaN);
-  if (!(schemaVersion <= maxSchemaVersion)) {
-    problems.push(`schema_version ${meta.get('schema_version')} exceeds SYNC_MAX_SCHEMA_VERSION ${maxSchemaVersion}`);
-  }
   const stored = meta.get('layout_description');
-  if (stored !== undefined) {
-    problems.push(...diffDescriptions(JSON.parse(stored) as string[], await describeLayout(tx, relationOids(infos))));
-  } else problems.push('sync.meta has no layout_description');
-
-  if (!problems.some((p) => p.includes('sync.table_catalog'))) {
-    const rows = await tx.query<Record<string, unknown>>(sql`SELECT * FROM sync.table_catalog ORDER BY table_id`);
-    const byId = new Map(rows.map((r) => [Number(r['table_id']), r]));
-    for (const entry of catalog) {
-      const row = byId.get(entry.tableId);
-      const name = `${entry.schema}.${entry.table}`;
-      if (!row) {
-        problems.push(`registered table ${name} (table_id ${entry.tableId}) is not in sync.table_catalog: the registered table set changed since bootstrap`);
-        continue;
-      }
-      for (const [column, field] of catalogFields) {
-        const want = entry[field];
-        const have = row[column];
-        const same = typeof want === 'object' ? JSON.stringify(have) === JSON.stringify(want) : String(have) === String(want);
-        if (!same) problems.push(`sync.table_catalog.${column} of ${name} differs from its declaration (the table or SYNC_TABLES changed since bootstrap)`);
-      }
-      byId.delete(entry.tableId);
-    }
-    for (const row of byId.values()) {
-      problems.push(`sync.table_catalog lists ${String(row['schema_name'])}.${String(row['table_name'])}, which SYNC_TABLES no longer registers`);
-    }
-  }
+  if (stored === undefined) problems.push('sync.meta has no layout_description');
+  else problems.push(...diffDescriptions(JSON.parse(stored) as string[], await describeLayout(tx, descriptionFormat(meta))));
   if (problems.length) throw new ManagedLayoutMismatchError(problems);
 }
 
-async function insertCatalog(tx: Queryable, catalog: readonly CatalogEntry[]): Promise<void> {
+/** Ids the database already uses, so bundles and row state keep pointing at the right table. */
+function tableIds(stored: readonly StoredRow[]): Map<string, number> {
+  return new Map(stored.map((s) => [`${s.schema}.${s.table}`, s.tableId]));
+}
+
+function sameColumns(a: readonly CatalogColumn[], b: readonly CatalogColumn[]): boolean {
+  return a.length === b.length && a.every((c, i) => c.name === b[i]?.name && c.type === b[i]?.type && c.nullable === b[i]?.nullable);
+}
+
+function sameEntry(stored: StoredRow | undefined, entry: CatalogEntry): boolean {
+  if (!stored || stored.retired) return false;
+  return (
+    stored.keyColumn === entry.keyColumn && stored.keyKind === entry.keyKind && stored.applyOrder === entry.applyOrder &&
+    sameColumns(stored.columns, entry.columns) &&
+    CATALOG_SQL_FIELDS.every(([column, field]) => stored.sql[column] === entry[field])
+  );
+}
+
+/** The reserved triggers every registered table and partition should have, minus those present. */
+async function missingTriggers(db: Queryable, infos: readonly TableInfo[], catalog: readonly CatalogEntry[]): Promise<TriggerSpec[]> {
+  const specs = infos.flatMap((info, i) => triggerSpecs(info, catalog[i] as CatalogEntry));
+  const present = await db.query<{ relation: string; name: string }>(sql`
+    SELECT '"' || replace(n.nspname, '"', '""') || '"."' || replace(c.relname, '"', '""') || '"' AS relation, t.tgname AS name
+      FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE t.tgrelid = ANY (${relationOids(infos)}::oid[]) AND t.tgname LIKE '\_lockstep\_%'`);
+  const have = new Set(present.map((p) => `${p.relation} ${p.name}`));
+  return specs.filter((s) => !have.has(`${s.relation} ${s.name}`));
+}
+
+interface Plan {
+  readonly layout: LayoutVersion | null;
+  readonly infos: readonly TableInfo[];
+  readonly stored: readonly StoredRow[];
+  readonly catalog: readonly CatalogEntry[];
+  readonly changes: readonly SchemaChange[];
+  readonly triggers: readonly TriggerSpec[];
+}
+
+async function plan(tx: Queryable, opts: BootstrapOptions): Promise<Plan> {
+  const infos = await introspectAll(tx, opts.tables);
+  const layout = await readLayoutVersion(tx);
+  const stored = layout ? await readStoredCatalog(tx) : [];
+  const catalog = buildCatalog(infos, tableIds(stored));
+  const changes = layout ? diffCatalog(stored, catalog, infos) : [];
+  const triggers = layout ? await missingTriggers(tx, infos, catalog) : [];
+  return { layout, infos, stored, catalog, changes, triggers };
+}
+
+function needsWrite(p: Plan, target: number): boolean {
+  if (!p.layout || p.layout.version < target) return true;
+  if (p.changes.length > 0 || p.triggers.length > 0) return true;
+  const byName = new Map(p.stored.map((s) => [`${s.schema}.${s.table}`, s]));
+  return p.catalog.some((e) => !sameEntry(byName.get(`${e.schema}.${e.table}`), e));
+}
+
+function refuseUnsafe(changes: readonly SchemaChange[], accept: readonly string[]): void {
+  const refused = changes.filter((c) => !c.safe && !(c.acceptable && accept.includes(c.id)));
+  if (refused.length) throw new UnsafeSchemaChangeError(refused);
+}
+
+async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], retire: readonly StoredRow[]): Promise<void> {
   for (const e of catalog) {
     await tx.query(sql`
       INSERT INTO sync.table_catalog (table_id, schema_name, table_name, key_column, key_kind, apply_order, columns,
         capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql,
-        hash_rows_sql, request_rows_sql, row_json_prefix)
+        hash_rows_sql, request_rows_sql, row_json_prefix, retired)
       VALUES (${e.tableId}, ${e.schema}, ${e.table}, ${e.keyColumn}, ${e.keyKind}, ${e.applyOrder}, ${JSON.stringify(e.columns)}::jsonb,
         ${e.captureNewSql}, ${e.captureOldSql}, ${e.captureKeychangeSql}, ${e.upsertSql}, ${e.deleteSql}, ${e.snapshotSql}, ${e.lookupSql},
-        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix})`);
+        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, false)
+      ON CONFLICT (table_id) DO UPDATE SET schema_name = EXCLUDED.schema_name, table_name = EXCLUDED.table_name,
+        key_column = EXCLUDED.key_column, key_kind = EXCLUDED.key_kind, apply_order = EXCLUDED.apply_order, columns = EXCLUDED.columns,
+        capture_new_sql = EXCLUDED.capture_new_sql, capture_old_sql = EXCLUDED.capture_old_sql,
+        capture_keychange_sql = EXCLUDED.capture_keychange_sql, upsert_sql = EXCLUDED.upsert_sql, delete_sql = EXCLUDED.delete_sql,
+        snapshot_sql = EXCLUDED.snapshot_sql, lookup_sql = EXCLUDED.lookup_sql, hash_rows_sql = EXCLUDED.hash_rows_sql,
+        request_rows_sql = EXCLUDED.request_rows_sql, row_json_prefix = EXCLUDED.row_json_prefix, retired = false`);
+  }
+  for (const r of retire) {
+    await tx.query(sql`UPDATE sync.table_catalog SET retired = true WHERE table_id = ${r.tableId}`);
+    // A table that still exists becomes an ordinary table again.
+    const relations = await tx.query<{ relation: string }>(sql`
+      WITH RECURSIVE rel(oid) AS (
+        SELECT to_regclass(${`${quoteIdent(r.schema)}.${quoteIdent(r.table)}`})::oid
+        UNION SELECT i.inhrelid FROM pg_inherits i JOIN rel ON i.inhparent = rel.oid)
+      SELECT oid::regclass::text AS relation FROM rel WHERE oid IS NOT NULL`);
+    const drops = relations.flatMap(({ relation }) => ROOT_TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${name} ON ${relation}`));
+    if (drops.length) await tx.simple(drops.join(';\n'));
   }
 }
 
 /**
- * Adopts existing business rows: each scope becomes an initialized user whose history starts
- * with one adoption bundle (seq 1) that is already below the retained floor, so clients hydrate
- * those rows from a snapshot. Row versions are 1.
+ * Adopts existing business rows at a fresh bootstrap: each scope becomes an initialized user
+ * whose history starts with one adoption bundle (seq 1) that is already below the retained
+ * floor, so clients hydrate those rows from a snapshot. Row versions are 1.
  */
-async function adopt(tx: Queryable, infos: readonly TableInfo[], catalog: readonly CatalogEntry[]): Promise<number> {
+async function adoptFresh(tx: Queryable, infos: readonly TableInfo[], catalog: readonly CatalogEntry[]): Promise<number> {
   const source = adoptionSourceSql(infos, catalog);
   await tx.query(sql`
     INSERT INTO sync.user_state (user_pk, user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
@@ -159,46 +253,114 @@ async function adopt(tx: Queryable, infos: readonly TableInfo[], catalog: readon
   return rows.reduce((sum, r) => sum + Number(r.n), 0);
 }
 
-async function createLayout(tx: Queryable, opts: BootstrapOptions): Promise<{ catalog: CatalogEntry[]; adopted: number } | null> {
-  await tx.query(sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY})`);
-  if (await syncSchemaExists(tx)) return null; // a concurrent bootstrap won; verify instead
-  // Writers wait while existing rows are adopted; readers carry on.
-  const names = opts.tables.map((t) => `"${t.schema.replaceAll('"', '""')}"."${t.table.replaceAll('"', '""')}"`);
-  await tx.simple(`LOCK TABLE ${names.join(', ')} IN SHARE ROW EXCLUSIVE MODE`);
-  // Declarations may have changed before the lock was granted: validate again under it.
-  const infos = await introspectAll(tx, opts.tables);
-  const catalog = buildCatalog(infos);
-  await tx.simple(`CREATE SCHEMA sync; ${LAYOUT_TABLES_SQL}`);
-  await tx.simple(LAYOUT_FUNCTIONS_SQL);
-  await insertCatalog(tx, catalog);
-  const adopted = await adopt(tx, infos, catalog);
-  const triggers = infos.flatMap((info, i) => triggerSpecs(info, catalog[i] as CatalogEntry));
-  await tx.simple(triggers.map((t) => `${t.ddl};`).join('\n'));
-  const description = await describeLayout(tx, relationOids(infos));
-  await tx.query(sql`
-    INSERT INTO sync.meta (key, value) VALUES
-      ('layout_version', ${String(LAYOUT_VERSION)}), ('layout_code_hash', ${LAYOUT_CODE_HASH}),
-      ('schema_version', ${String(SCHEMA_VERSION)}), ('layout_description', ${JSON.stringify(description)}),
-      ('created_at', now()::text), ('ready', 'true')`);
-  await verifyLayout(tx, infos, catalog, opts.maxSchemaVersion);
-  return { catalog, adopted };
+/**
+ * Adopts the rows of tables registered after the first bootstrap: for every scope that has rows
+ * in them, one committed bundle of source `lockstep:adoption` inserts them into that user's
+ * stream, so attached devices receive them by pull like any other change.
+ */
+async function adoptNewTables(tx: Queryable, entries: readonly CatalogEntry[], retained: number): Promise<number> {
+  if (entries.length === 0) return 0;
+  const union = entries.map((e) => `SELECT DISTINCT _sync_scope_id AS scope FROM ${quoteIdent(e.schema)}.${quoteIdent(e.table)}`).join(' UNION ');
+  const scopes = await tx.query<{ scope: string }>(sql`SELECT scope FROM (${raw(union)}) s ORDER BY scope`);
+  let adopted = 0;
+  for (const { scope } of scopes) {
+    await tx.query(sql`SELECT sync.server_bundle_begin(${scope}, 'lockstep:adoption')`);
+    for (const e of entries) {
+      await tx.query(sql`
+        INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)
+        SELECT nextval('sync.capture_seq'), txid_current(), s.table_id, s.key_bytes, false, s.payload
+          FROM (${raw(e.snapshotSql.replaceAll('$1', quoteLiteral(scope)))}) s ORDER BY s.key_bytes`);
+    }
+    const [row] = await tx.query<{ answer: { row_count: number } | null }>(sql`SELECT sync.server_bundle_finish(${retained}) AS answer`);
+    adopted += row?.answer?.row_count ?? 0;
+  }
+  return adopted;
 }
 
-/** Runs bootstrap: creates and adopts on a fresh database, otherwise only verifies. */
+async function storeDescription(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
+  const description = await describeLayout(tx, 2);
+  await tx.query(sql`
+    INSERT INTO sync.meta (key, value) VALUES ('layout_description', ${JSON.stringify(description)}), ('layout_description_format', '2')
+    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`);
+}
+
+interface WriteOutcome {
+  readonly created: boolean;
+  readonly catalog: readonly CatalogEntry[];
+  readonly adopted: number;
+  readonly from: number;
+  readonly to: number;
+  readonly schemaVersion: number;
+  readonly applied: readonly SchemaChange[];
+}
+
+async function write(tx: Queryable, opts: BootstrapOptions, target: number): Promise<WriteOutcome> {
+  await tx.query(sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY})`);
+  if (opts.applySql) await tx.simple(opts.applySql);
+  // Declarations may have changed before the lock was granted: plan again under it.
+  const before = await plan(tx, opts);
+  const fresh = before.layout === null;
+  // Drift before the upgrade is drift too: migrations must not paper over it.
+  if (!fresh) await verifyManaged(tx, before.infos);
+  const names = opts.tables.map((t) => `${quoteIdent(t.schema)}.${quoteIdent(t.table)}`);
+  // Writers wait while existing rows are adopted (a fresh layout); otherwise only DDL waits.
+  await tx.simple(`LOCK TABLE ${names.join(', ')} IN ${fresh ? 'SHARE ROW EXCLUSIVE' : 'ACCESS SHARE'} MODE`);
+  const migrated = await migrateLayout(tx, before.layout?.version ?? 0, target);
+  const p = fresh ? await plan(tx, opts) : before;
+  refuseUnsafe(p.changes, opts.accept ?? []);
+  const retire = p.stored.filter((s) => !s.retired && p.changes.some((c) => c.id === `drop-table:${s.schema}.${s.table}`));
+  const newTables = p.catalog.filter((e) => !p.stored.some((s) => s.tableId === e.tableId && !s.retired));
+  await writeCatalog(tx, p.catalog, retire);
+  const triggers = fresh ? p.infos.flatMap((info, i) => triggerSpecs(info, p.catalog[i] as CatalogEntry)) : await missingTriggers(tx, p.infos, p.catalog);
+  if (triggers.length) await tx.simple(triggers.map((t) => `${t.ddl};`).join('\n'));
+  const adopted = fresh
+    ? await adoptFresh(tx, p.infos, p.catalog)
+    : await adoptNewTables(tx, newTables, opts.retainedBundlesPerUser ?? defaultLimits.retainedBundlesPerUser);
+  const meta = await readMeta(tx);
+  let schemaVersion = Number(meta.get('schema_version') ?? 1);
+  // Every applied change alters what capabilities' table specs tell clients.
+  if (fresh) schemaVersion = 1;
+  else if (p.changes.length > 0) schemaVersion += 1;
+  if (opts.maxSchemaVersion !== undefined && schemaVersion > opts.maxSchemaVersion) {
+    throw new LayoutIncompatibleError(`the schema changes would raise schema_version to ${schemaVersion}, beyond SYNC_MAX_SCHEMA_VERSION ${opts.maxSchemaVersion}; nothing was applied`);
+  }
+  await tx.query(sql`
+    INSERT INTO sync.meta (key, value) VALUES ('schema_version', ${String(schemaVersion)}), ('ready', 'true')
+    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`);
+  if (fresh) await tx.query(sql`INSERT INTO sync.meta (key, value) VALUES ('created_at', now()::text) ON CONFLICT (key) DO NOTHING`);
+  await storeDescription(tx, p.infos);
+  await verifyManaged(tx, p.infos);
+  return { created: fresh, catalog: p.catalog, adopted, from: migrated.from, to: migrated.to, schemaVersion, applied: p.changes };
+}
+
+/**
+ * Runs bootstrap: creates or upgrades the layout and registers the declared tables when anything
+ * changed; otherwise only verifies, in READ ONLY transactions that read no business row.
+ */
 export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<BootstrapResult> {
   await checkServerVersion(db);
-  const { infos, exists } = await db.runTx(
-    async (tx) => ({ infos: await introspectAll(tx, opts.tables), exists: await syncSchemaExists(tx) }),
-    { readOnly: true, isolation: Isolation.repeatableRead },
-  );
-  const catalog = buildCatalog(infos);
-  if (!exists) {
-    const created = await db.runTx((tx) => createLayout(tx, opts), { statementTimeoutMs: 0, lockTimeoutMs: 60_000 });
-    if (created) return { created: true, catalog: created.catalog, adoptedRows: created.adopted };
+  const target = opts.targetLayoutVersion ?? LAYOUT_VERSION;
+  const readOnly = { readOnly: true, isolation: Isolation.repeatableRead } as const;
+  const p = await db.runTx((tx) => plan(tx, opts), readOnly);
+  if (p.layout && p.layout.version > target) {
+    // A newer build upgraded the layout (a rollback, or an older function's deploy): change nothing.
+    const range = servable(p.layout, { version: target, minServed: target });
+    if (!range.ok) throw new LayoutIncompatibleError(range.detail);
+    const meta = await db.runTx((tx) => readMeta(tx), readOnly);
+    return { created: false, catalog: p.catalog, adoptedRows: 0, layoutFrom: p.layout.version, layoutTo: p.layout.version,
+      schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true };
   }
-  await db.runTx((tx) => verifyLayout(tx, infos, catalog, opts.maxSchemaVersion), {
-    readOnly: true,
-    isolation: Isolation.repeatableRead,
-  });
-  return { created: false, catalog, adoptedRows: 0 };
+  if (!opts.applySql && !needsWrite(p, target)) {
+    const meta = await db.runTx(async (tx) => {
+      await verifyManaged(tx, p.infos);
+      return readMeta(tx);
+    }, readOnly);
+    const version = p.layout?.version ?? target;
+    return { created: false, catalog: p.catalog, adoptedRows: 0, layoutFrom: version, layoutTo: version,
+      schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true };
+  }
+  refuseUnsafe(p.changes, opts.accept ?? []);
+  const out = await db.runTx((tx) => write(tx, opts, target), { statementTimeoutMs: 0, lockTimeoutMs: 60_000 });
+  return { created: out.created, catalog: out.catalog, adoptedRows: out.adopted, layoutFrom: out.from, layoutTo: out.to,
+    schemaVersion: out.schemaVersion, applied: out.applied, unchanged: false };
 }

@@ -1,12 +1,22 @@
 /**
  * A deterministic description of every managed object: the `sync` schema's relations, columns,
  * constraints, indexes, sequences and functions, plus the reserved `_lockstep_*` triggers on the
- * registered tables. Bootstrap stores it when it creates the layout; a restart compares the live
- * description with the stored one and names every line that differs.
+ * registered tables. Bootstrap stores it whenever it changes the layout; a restart compares the
+ * live description with the stored one and names every line that differs (drift). Function
+ * bodies are described by the hash of their normalized text, so comments and formatting do not
+ * count. The upgrade tests compare the descriptions of a fresh and an upgraded database.
  */
 import { sql, type Queryable } from '../db/index.js';
+import { createHash } from 'node:crypto';
+import { sqlHash } from '../layout/managed-sql.js';
 
-export async function describeLayout(db: Queryable, relationOids: readonly number[]): Promise<string[]> {
+/**
+ * 1: the first release's format (function bodies as md5 of their raw text), kept to check a
+ * database of that release before upgrading it; 2: bodies as hashes of normalized text.
+ */
+export type DescriptionFormat = 1 | 2;
+
+export async function describeLayout(db: Queryable, format: DescriptionFormat = 2): Promise<string[]> {
   const rows = await db.query<{ line: string }>(sql`
     WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = 'sync')
     SELECT 'relation sync.' || c.relname || ' kind=' || c.relkind::text || ' persistence=' || c.relpersistence::text AS line
@@ -33,17 +43,25 @@ export async function describeLayout(db: Queryable, relationOids: readonly numbe
     UNION ALL
     SELECT 'function sync.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') returns '
            || pg_get_function_result(p.oid) || ' lang=' || l.lanname || ' volatility=' || p.provolatile::text
-           || ' config=' || coalesce(array_to_string(p.proconfig, ','), '') || ' body=' || md5(p.prosrc)
+           || ' config=' || coalesce(array_to_string(p.proconfig, ','), '') || ' body=' || chr(1) || p.prosrc
       FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = (SELECT oid FROM ns)
     UNION ALL
     SELECT 'trigger ' || n.nspname || '.' || c.relname || '.' || t.tgname || ' type=' || t.tgtype
            || ' enabled=' || t.tgenabled::text || ' function=' || t.tgfoid::regprocedure::text
            || ' args=' || encode(t.tgargs, 'escape') || ' old=' || coalesce(t.tgoldtable, '') || ' new=' || coalesce(t.tgnewtable, '')
       FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE t.tgrelid = ANY (${relationOids as number[]}::oid[]) AND (t.tgname LIKE '\_lockstep\_%' OR t.tgfoid IN (
+     WHERE NOT t.tgisinternal AND (t.tgname LIKE '\_lockstep\_%' OR t.tgfoid IN (
              SELECT p.oid FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM ns)))
     ORDER BY 1`);
-  return rows.map((r) => r.line);
+  // chr(1) marks where a function's body starts; the body becomes the hash of its normalized text.
+  return rows
+    .map((r) => {
+      const at = r.line.indexOf('\u0001');
+      if (at < 0) return r.line;
+      const body = r.line.slice(at + 1);
+      return r.line.slice(0, at) + (format === 1 ? createHash('md5').update(body).digest('hex') : sqlHash(body).slice(0, 32));
+    })
+    .sort();
 }
 
 /** Lines present on one side only, phrased for an operator. */

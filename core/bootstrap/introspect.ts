@@ -4,16 +4,9 @@
  */
 import { sql, type Queryable } from '../db/index.js';
 import { type RegisteredTableDecl } from '../config.js';
+import { type ColumnInfo } from '../sync/catalog/table-sql.js';
 
-export interface ColumnInfo {
-  readonly name: string;
-  readonly type: string;
-  readonly notNull: boolean;
-  readonly generated: boolean;
-  readonly identityAlways: boolean;
-  /** The column's DEFAULT (or identity) expression, evaluated for new rows that omit it. */
-  readonly defaultExpr: string | null;
-}
+export { type ColumnInfo } from '../sync/catalog/table-sql.js';
 
 export interface UniqueIndexInfo {
   readonly name: string;
@@ -47,6 +40,8 @@ export interface RelationInfo {
 
 export interface TableInfo extends RelationInfo {
   readonly decl: RegisteredTableDecl;
+  /** The declared sync key column (`decl.keyColumn`). */
+  readonly keyColumn: string;
   readonly descendants: readonly RelationInfo[];
   readonly uniqueIndexes: readonly UniqueIndexInfo[];
   readonly foreignKeys: readonly ForeignKeyInfo[];
@@ -139,6 +134,7 @@ export async function introspectTable(db: Queryable, decl: RegisteredTableDecl):
   return {
     ...(await relation(db, root)),
     decl,
+    keyColumn: decl.keyColumn,
     descendants: await Promise.all(descendantRows.map((r) => relation(db, r))),
     uniqueIndexes: uniqueRows.map((u) => ({
       name: u.name,

@@ -5,8 +5,7 @@
 import { type SchemaViolation } from '../errors.js';
 import { type RegisteredTableDecl } from '../config.js';
 import { type TableInfo, type RelationInfo } from './introspect.js';
-
-export const SCOPE_COLUMN = '_sync_scope_id';
+import { SCOPE_COLUMN } from '../sync/catalog/names.js';
 const KEY_TYPES = new Set(['uuid', 'text']);
 const ALLOWED_ACTIONS = new Set(['NO ACTION', 'RESTRICT', 'CASCADE', 'SET NULL', 'SET DEFAULT']);
 const ALLOWED_MATCH = new Set(['SIMPLE']);

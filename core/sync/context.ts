@@ -2,7 +2,7 @@
 import { type Queryable } from '../db/index.js';
 import { SyncError, isErrorCode, assert } from '../errors.js';
 import { type Limits } from '../limits.js';
-import { type Catalog } from './catalog.js';
+import { type Catalog } from './catalog/catalog.js';
 
 /** The authenticated caller: a trusted user id and the device's source id. */
 export interface Actor {

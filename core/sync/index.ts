@@ -1,11 +1,13 @@
-/** The sync engine's operations, one module per concept. */
-export { loadCatalog, type Catalog, type CatalogTable } from './catalog.js';
-export { validateRows, type StagedRow, type RowProblem } from './rows.js';
+/** The sync engine's operations, one folder per concept (each with the SQL of its managed functions). */
+export { loadCatalog, readLayoutState, evaluateLayout, THIS_BUILD, type BuildRange, type Catalog, type CatalogTable, type LayoutEvaluation } from './catalog/catalog.js';
+export { validateRows, type StagedRow, type RowProblem } from './push/rows.js';
 export { unwrap, type Actor, type SyncContext, type RawJson } from './context.js';
-export { connect } from './connect.js';
-export { createPushSession, uploadChunk, commitPush, deletePushSession, committedBundleRows, type CommitOutcome, type Violation } from './push.js';
-export { pull, watch, type PullParams } from './pull.js';
-export { createSnapshot, snapshotPage, deleteSnapshot } from './snapshot.js';
-export { capabilities, health, status, FEATURES, type Health } from './meta.js';
-export { serverWrite, type ServerWriteOptions, type ServerWriteResult } from './server-write.js';
-export { runMaintenance, type MaintenanceTotals } from './maintenance.js';
+export { connect } from './connect/connect.js';
+export { createPushSession, uploadChunk, deletePushSession } from './push/push.js';
+export { commitPush, type CommitOutcome, type Violation } from './push/commit.js';
+export { committedBundleRows } from './read/committed-rows.js';
+export { pull, watch, type PullParams } from './read/pull.js';
+export { createSnapshot, snapshotPage, deleteSnapshot } from './snapshot/snapshot.js';
+export { capabilities, health, status, FEATURES, type Health } from './meta/meta.js';
+export { serverWrite, type ServerWriteOptions, type ServerWriteResult } from './push/server-write.js';
+export { runMaintenance, type MaintenanceTotals } from './maintenance/maintenance.js';

@@ -5,7 +5,7 @@
 import { SyncError } from '../../core/errors.js';
 import { type Db } from '../../core/db/index.js';
 import { type Actor, type SyncContext } from '../../core/sync/index.js';
-import { errorAnswer, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
+import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
 
@@ -72,8 +72,9 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
   return async (event) => {
     let db: Db | undefined;
     let retryAfterSeconds: number | undefined;
+    let runtime: Runtime | undefined;
     try {
-      const runtime = await getRuntime();
+      runtime = await getRuntime();
       retryAfterSeconds = runtime.config.limits.unavailableRetryAfterSeconds;
       db = runtime.db.forRequest();
       const base = readRequest(event, runtime.config.limits.maxRequestBytes);
@@ -81,14 +82,18 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       const request: EdgeRequest = { ...base, params };
       const actor = route.auth ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
       const requestDb = db;
+      const rt = runtime;
       const ctx: RouteContext = {
-        runtime,
+        runtime: rt,
         db: requestDb,
         actor,
-        sync: async () => ({ db: requestDb, limits: runtime.config.limits, catalog: await runtime.catalog() }),
+        // A (re)load of the catalog runs on this request's view, so its round trip is counted.
+        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
       };
       return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
     } catch (error) {
+      // The catalog this container holds no longer matches the tables: read it again next time.
+      if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
       return toHttp(errorAnswer(error, retryAfterSeconds), db?.roundTrips.count ?? 0);
     }
   };

@@ -54,6 +54,16 @@ export function isUnavailable(error: unknown): boolean {
 }
 
 /**
+ * SQLSTATEs a managed function raises when a registered table no longer matches the catalog it
+ * was registered with (a column or table dropped or retyped behind bootstrap's back): undefined
+ * column, table or function, datatype mismatch. The request is refused as drift, never a 500.
+ */
+export function isLayoutDrift(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && ['42703', '42P01', '42883', '42804'].includes(code);
+}
+
+/**
  * The outcome of a failed request. Every 503 carries `Retry-After`: the error's own interval
  * when it has one, else `retryAfterSeconds` (limits.unavailableRetryAfterSeconds).
  */
@@ -68,6 +78,14 @@ export function errorAnswer(error: unknown, retryAfterSeconds: number = defaultL
     const details = error.issues.slice(0, 20).map((i) => ({ path: i.path.join('.'), message: i.message }));
     const first = details[0];
     return { status: 400, body: { error: 'invalid_request', message: first ? `${first.path || 'body'}: ${first.message}` : 'invalid request', details } };
+  }
+  if (isLayoutDrift(error)) {
+    const detail = `the registered tables drifted from the sync catalog (${(error as Error).message}); run bootstrap, see /syncx/health`;
+    return {
+      status: errorRegistry.service_unavailable.status,
+      body: { error: 'service_unavailable', message: detail, reason: 'layout_drift', detail },
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    };
   }
   if (isUnavailable(error)) {
     return {

@@ -3,29 +3,47 @@
  * request lives here; Lambda reuses it across warm invocations.
  */
 import { loadConfig, type Config } from '../../core/config.js';
-import { Db, createPool, type PoolLike } from '../../core/db/index.js';
-import { loadCatalog, type Catalog } from '../../core/sync/index.js';
+import { Db, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { loadCatalog, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
 
 export interface Runtime {
   readonly config: Config;
   /** The container's database handle; `forRequest()` gives each request its own counter. */
   readonly db: Db;
-  /** The registered-table catalog, loaded once; a failed load is retried by the next request. */
-  catalog(): Promise<Catalog>;
+  /**
+   * The registered-table catalog and layout check, loaded on first use and again after
+   * `catalogRefreshSeconds`, so a container notices an upgrade or drift without a round trip per
+   * request; a failed load is retried by the next request.
+   */
+  catalog(via?: Queryable): Promise<Catalog>;
+  /** Forgets the cached catalog (a request met drift); the next request reloads it. */
+  invalidateCatalog(): void;
 }
 
-export function createRuntime(config: Config, pool: PoolLike): Runtime {
+/**
+ * `build` is the layout range this runtime serves: this build's, unless a test stands in for an
+ * older or newer one (the rolling-deploy tests).
+ */
+export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD): Runtime {
   const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
   let cached: Promise<Catalog> | undefined;
+  let loadedAt = 0;
   return {
     config,
     db,
-    catalog() {
-      cached ??= loadCatalog(db).catch((error: unknown) => {
-        cached = undefined;
-        throw error;
-      });
+    catalog(via: Queryable = db) {
+      if (cached && Date.now() - loadedAt > config.limits.catalogRefreshSeconds * 1000) cached = undefined;
+      if (!cached) {
+        loadedAt = Date.now();
+        cached = loadCatalog(via, build).catch((error: unknown) => {
+          cached = undefined;
+          throw error;
+        });
+      }
       return cached;
+    },
+    invalidateCatalog() {
+      cached = undefined;
     },
   };
 }

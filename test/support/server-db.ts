@@ -54,7 +54,7 @@ export async function openTestDb(options: { schemaSql?: string; prefix?: string 
 /** A fresh database with the app schema, bootstrapped. */
 export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TABLES, seedSql?: string): Promise<TestDb> {
   const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL + (seedSql ?? '') });
-  await bootstrap(t.db, { tables, maxSchemaVersion: 1 });
+  await bootstrap(t.db, { tables });
   return t;
 }
 
@@ -69,7 +69,7 @@ export async function bootstrapAppSchema(url: string): Promise<void> {
   await setup.end();
   const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
   try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, maxSchemaVersion: 1 });
+    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES });
   } finally {
     await pool.end();
   }

@@ -8,6 +8,7 @@ import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, ROUND_TRIPS_HEADER, type Runtime, type HttpApiEvent } from '../../functions/index.js';
 import { startGateway, type Gateway } from '../../dev/gateway.js';
 import { openTestDb, type TestDb } from './server-db.js';
+import { type BuildRange } from '../../core/sync/index.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
 
 export const TEST_JWT_SECRET = 'lockstep-test-secret-0123456789abcdef';
@@ -93,15 +94,23 @@ export interface TestServerOptions {
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const t = await openTestDb({ schemaSql: options.schemaSql ?? APP_SCHEMA_SQL });
+  await bootstrap(t.db, { tables: options.tables ?? APP_TABLES });
+  return serveTestDb(t, options);
+}
+
+/**
+ * The local gateway over a database the caller prepared (bootstrapped or not). `build` stands in
+ * for another build's layout range (rolling-deploy tests); closing the server closes `t`.
+ */
+export async function serveTestDb(t: TestDb, options: TestServerOptions & { readonly build?: BuildRange } = {}): Promise<TestServer> {
   const tables = options.tables ?? APP_TABLES;
-  await bootstrap(t.db, { tables, maxSchemaVersion: 1 });
   const config = loadConfig({
     DATABASE_URL: t.url,
     SYNC_TABLES: tables.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(','),
     SYNC_APP_NAME: 'lockstep-test',
     ...options.env,
   });
-  const runtime = createRuntime(config, t.db.pool);
+  const runtime = createRuntime(config, t.db.pool, options.build);
   const gateway = await startGateway({
     runtime,
     auth: { secret: TEST_JWT_SECRET },

@@ -1,7 +1,7 @@
 /** POST /sync/connect: the first-connect lifecycle of a user's scope (contract §5). One round trip. */
-import { sql } from '../db/index.js';
-import { type ConnectRequest, type ConnectResponse } from '../protocol/index.js';
-import { unwrap, type Actor, type SyncContext } from './context.js';
+import { sql } from '../../db/index.js';
+import { type ConnectRequest, type ConnectResponse } from '../../protocol/index.js';
+import { unwrap, type Actor, type SyncContext } from '../context.js';
 
 export async function connect(ctx: SyncContext, actor: Actor, request: ConnectRequest): Promise<ConnectResponse> {
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`

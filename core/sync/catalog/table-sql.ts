@@ -1,24 +1,41 @@
 /**
- * Per-table SQL, generated once at bootstrap from the validated declarations and stored in
+ * Per-table SQL, generated at bootstrap from the validated declarations and stored in
  * `sync.table_catalog`, so the managed functions run it with EXECUTE … USING and never build SQL
- * from request data. Restart regenerates it and compares, which is how a changed business table
- * is detected.
+ * from request data. Every bootstrap regenerates it; a difference (a new column, a new build's
+ * generator) is written back in the same transaction as the schema change it follows.
  *
  * Wire encodings (contract §4) live here, on the server side of the wire: bytea ↔ base64,
  * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC.
  */
-import { quoteIdent as q, quoteLiteral } from '../db/sql.js';
-import { type TableInfo, type ColumnInfo } from './introspect.js';
-import { SCOPE_COLUMN } from './validate-envelope.js';
-import { wireCategory, type WireCategory } from '../protocol/wire-types.js';
+import { quoteIdent as q, quoteLiteral } from '../../db/sql.js';
+import { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
+import { SCOPE_COLUMN } from './names.js';
+import { type KeyKind } from './catalog.js';
+import { type CatalogColumn } from './compat.js';
 
-export type KeyKind = 'uuid' | 'text';
-
-export interface CatalogColumn {
+/** A column of a registered table as introspection reports it (core/bootstrap/introspect.ts). */
+export interface ColumnInfo {
   readonly name: string;
   readonly type: string;
-  readonly nullable: boolean;
+  readonly notNull: boolean;
+  readonly generated: boolean;
+  readonly identityAlways: boolean;
+  /** The column's DEFAULT (or identity) expression, evaluated for new rows that omit it. */
+  readonly defaultExpr: string | null;
 }
+
+/** What the generator needs of a registered table. */
+export interface TableDeclaration {
+  readonly schema: string;
+  readonly table: string;
+  readonly keyColumn: string;
+  readonly columns: readonly ColumnInfo[];
+  /** Foreign keys, for the apply order (parents first). */
+  readonly foreignKeys: readonly { readonly refSchema: string; readonly refTable: string }[];
+}
+
+export { type KeyKind } from './catalog.js';
+export { type CatalogColumn } from './compat.js';
 
 export interface CatalogEntry {
   readonly tableId: number;
@@ -43,7 +60,7 @@ export interface CatalogEntry {
   readonly rowJsonPrefix: string;
 }
 
-export { wireCategory, type WireCategory } from '../protocol/wire-types.js';
+export { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
 
 function valueExpr(alias: string, column: ColumnInfo): string {
   const c = `${alias}.${q(column.name)}`;
@@ -145,11 +162,27 @@ export function canonicalCommittedRowParts(info: { schema: string; table: string
   };
 }
 
+/**
+ * The base row of a new key: every column with a DEFAULT (or identity) gets it, evaluated only
+ * when the key is new. Built on `NULL::<table>` rather than a ROW(…) of the registered columns,
+ * so it stays valid when the table gains a column before bootstrap records it (the new column is
+ * left to the INSERT, which does not name it, so it takes its own default).
+ */
+function defaultsRowExpr(rel: string, columns: readonly ColumnInfo[]): string {
+  const defaults = columns.filter((c) => !c.generated && c.name !== SCOPE_COLUMN && c.defaultExpr !== null);
+  if (defaults.length === 0) return `NULL::${rel}`;
+  const slices: string[] = [];
+  for (let i = 0; i < defaults.length; i += 50) {
+    slices.push(`jsonb_build_object(${defaults.slice(i, i + 50).map((c) => `${quoteLiteral(c.name)}, ${c.defaultExpr as string}`).join(', ')})`);
+  }
+  return `jsonb_populate_record(NULL::${rel}, ${slices.join(' || ')})`;
+}
+
 /** Parents before children, so applying in this order needs the fewest deferred checks. */
-function applyOrder(infos: readonly TableInfo[]): Map<TableInfo, number> {
-  const order = new Map<TableInfo, number>();
-  const visiting = new Set<TableInfo>();
-  const visit = (info: TableInfo): void => {
+function applyOrder(infos: readonly TableDeclaration[]): Map<TableDeclaration, number> {
+  const order = new Map<TableDeclaration, number>();
+  const visiting = new Set<TableDeclaration>();
+  const visit = (info: TableDeclaration): void => {
     if (order.has(info) || visiting.has(info)) return; // cycles are fine: constraints are deferred
     visiting.add(info);
     for (const fk of info.foreignKeys) {
@@ -163,11 +196,16 @@ function applyOrder(infos: readonly TableInfo[]): Map<TableInfo, number> {
   return order;
 }
 
-export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
+/**
+ * The catalog entries of the registered tables. `tableIds` keeps the ids a database already
+ * uses (bundles, row state and sessions refer to them); new tables get the next free ones.
+ */
+export function buildCatalog(infos: readonly TableDeclaration[], tableIds: ReadonlyMap<string, number> = new Map()): CatalogEntry[] {
   const orders = applyOrder(infos);
-  return infos.map((info, index) => {
-    const tableId = index + 1;
-    const keyColumn = info.decl.keyColumn;
+  let nextId = Math.max(0, ...tableIds.values()) + 1;
+  return infos.map((info) => {
+    const tableId = tableIds.get(`${info.schema}.${info.table}`) ?? nextId++;
+    const keyColumn = info.keyColumn;
     const keyCol = info.columns.find((c) => c.name === keyColumn);
     const kind: KeyKind = keyCol?.type === 'uuid' ? 'uuid' : 'text';
     const visible = info.columns.filter((c) => c.name !== SCOPE_COLUMN);
@@ -179,7 +217,7 @@ export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
     const captureInto = 'INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)';
     const overriding = writable.some((c) => c.identityAlways) ? ' OVERRIDING SYSTEM VALUE' : '';
     // Every attribute in order: DEFAULT expressions for new rows (evaluated only when the key is new).
-    const defaultsRow = `ROW(${info.columns.map((c) => (c.generated || c.name === SCOPE_COLUMN ? 'NULL' : (c.defaultExpr ?? 'NULL'))).join(', ')})::${rel}`;
+    const defaultsRow = defaultsRowExpr(rel, info.columns);
     const setList = (nonKey.length ? nonKey : [keyCol as ColumnInfo]).map((c) => `${q(c.name)} = EXCLUDED.${q(c.name)}`);
     return {
       tableId,
@@ -235,8 +273,11 @@ export function buildCatalog(infos: readonly TableInfo[]): CatalogEntry[] {
   });
 }
 
-/** Adoption at a fresh bootstrap: every existing row of every scope, as snapshot-shaped rows. */
-export function adoptionSourceSql(infos: readonly TableInfo[], catalog: readonly CatalogEntry[]): string {
+/**
+ * Adoption at a fresh bootstrap: every existing row of every scope, as snapshot-shaped rows with
+ * their canonical text split around the ordinal. `catalog[i]` is the entry of `infos[i]`.
+ */
+export function adoptionSourceSql(infos: readonly TableDeclaration[], catalog: readonly CatalogEntry[]): string {
   return infos
     .map((info, i) => {
       const entry = catalog[i] as CatalogEntry;
@@ -252,47 +293,4 @@ export function adoptionSourceSql(infos: readonly TableInfo[], catalog: readonly
       );
     })
     .join(' UNION ALL ');
-}
-
-export interface TriggerSpec {
-  readonly relation: string;
-  readonly name: string;
-  readonly ddl: string;
-}
-
-/** The reserved `_lockstep_*` triggers of one registered table and its descendants. */
-export function triggerSpecs(info: TableInfo, entry: CatalogEntry): TriggerSpec[] {
-  const rel = `${q(info.schema)}.${q(info.table)}`;
-  const guards = (relation: string): TriggerSpec[] => [
-    {
-      relation,
-      name: '_lockstep_guard',
-      ddl: `CREATE TRIGGER _lockstep_guard BEFORE INSERT OR UPDATE OR DELETE ON ${relation} FOR EACH STATEMENT EXECUTE FUNCTION sync.guard()`,
-    },
-    {
-      relation,
-      name: '_lockstep_guard_truncate',
-      ddl: `CREATE TRIGGER _lockstep_guard_truncate BEFORE TRUNCATE ON ${relation} FOR EACH STATEMENT EXECUTE FUNCTION sync.guard_truncate()`,
-    },
-  ];
-  const id = quoteLiteral(String(entry.tableId));
-  return [
-    ...guards(rel),
-    {
-      relation: rel,
-      name: '_lockstep_capture_insert',
-      ddl: `CREATE TRIGGER _lockstep_capture_insert AFTER INSERT ON ${rel} REFERENCING NEW TABLE AS lockstep_new FOR EACH STATEMENT EXECUTE FUNCTION sync.capture(${id})`,
-    },
-    {
-      relation: rel,
-      name: '_lockstep_capture_update',
-      ddl: `CREATE TRIGGER _lockstep_capture_update AFTER UPDATE ON ${rel} REFERENCING OLD TABLE AS lockstep_old NEW TABLE AS lockstep_new FOR EACH STATEMENT EXECUTE FUNCTION sync.capture(${id})`,
-    },
-    {
-      relation: rel,
-      name: '_lockstep_capture_delete',
-      ddl: `CREATE TRIGGER _lockstep_capture_delete AFTER DELETE ON ${rel} REFERENCING OLD TABLE AS lockstep_old FOR EACH STATEMENT EXECUTE FUNCTION sync.capture(${id})`,
-    },
-    ...info.descendants.flatMap((d) => guards(`${q(d.schema)}.${q(d.table)}`)),
-  ];
 }

@@ -4,8 +4,8 @@
  * context is open, so the capture triggers record every change (cascades included) and the
  * guards let the writes through; rows must carry `_sync_scope_id = userId`.
  */
-import { sql, type Db, type Queryable } from '../db/index.js';
-import { type BundleSummary } from '../protocol/index.js';
+import { sql, type Db, type Queryable } from '../../db/index.js';
+import { type BundleSummary } from '../../protocol/index.js';
 
 export interface ServerWriteOptions {
   readonly userId: string;

@@ -1,7 +1,7 @@
 /** Snapshot sessions: a frozen, chunked copy of a user's rows for hydration and recovery. */
-import { sql } from '../db/index.js';
-import { type SnapshotCreateRequest, type SnapshotSession } from '../protocol/index.js';
-import { unwrap, unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from './context.js';
+import { sql } from '../../db/index.js';
+import { type SnapshotCreateRequest, type SnapshotSession } from '../../protocol/index.js';
+import { unwrap, unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
 
 /** Materialises the snapshot with one set-based statement; one round trip. */
 export async function createSnapshot(ctx: SyncContext, actor: Actor, request: SnapshotCreateRequest): Promise<SnapshotSession> {

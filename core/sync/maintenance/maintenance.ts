@@ -2,8 +2,8 @@
  * Scheduled maintenance: expired push and snapshot sessions, and bundles below each user's
  * retained floor, deleted in bounded batches so no statement holds locks for long.
  */
-import { sql, type Queryable } from '../db/index.js';
-import { type Limits } from '../limits.js';
+import { sql, type Queryable } from '../../db/index.js';
+import { type Limits } from '../../limits.js';
 
 export interface MaintenanceTotals {
   push_session_rows: number;

@@ -1,7 +1,7 @@
 /** The read path: pull to a frozen ceiling, and the long-poll watch. */
-import { sql } from '../db/index.js';
-import { type WatchResponse } from '../protocol/index.js';
-import { unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from './context.js';
+import { sql } from '../../db/index.js';
+import { type WatchResponse } from '../../protocol/index.js';
+import { unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
 
 export interface PullParams {
   readonly afterBundleSeq: number;

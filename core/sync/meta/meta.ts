@@ -1,9 +1,10 @@
 /** Capabilities, health and status. None of them scans business tables or whole metadata tables. */
-import { sql, raw as sqlRaw, type Queryable } from '../db/index.js';
-import { limitsToWire, type Limits } from '../limits.js';
-import { COUNTERS } from '../bootstrap/layout-tables.js';
-import { PROTOCOL_VERSION, type CapabilitiesResponse } from '../protocol/index.js';
-import { type Catalog } from './catalog.js';
+import { sql, raw as sqlRaw, type Queryable } from '../../db/index.js';
+import { limitsToWire, type Limits } from '../../limits.js';
+import { COUNTERS } from './counters.js';
+import { PROTOCOL_VERSION, type CapabilitiesResponse } from '../../protocol/index.js';
+import { evaluateLayout, readLayoutState, type Catalog, type LayoutState } from '../catalog/catalog.js';
+import { type LayoutUnavailableReason } from '../../layout/version.js';
 
 export const FEATURES = Object.freeze({
   staged_push_sessions: true,
@@ -34,21 +35,32 @@ export function capabilities(catalog: Catalog, limits: Limits, appName: string):
   };
 }
 
-export type Health = { status: 'healthy'; layout_version: string; checked_at: string } | { status: 'unhealthy'; reason: string };
+export type Health =
+  | { status: 'healthy'; layout_version: number; min_safe_version: number; schema_version: number; pending_schema_changes: readonly string[]; checked_at: string }
+  | { status: 'unhealthy'; reason: LayoutUnavailableReason | 'database_unreachable'; detail: string };
 
-/** Readiness: the database answers and the layout is marked ready. One round trip. */
+/**
+ * Readiness: the database answers, the layout is in this build's range and has not drifted. One
+ * round trip, catalog reads only. Changes waiting for bootstrap (a column added) are reported,
+ * not unhealthy: they are served as the catalog describes them.
+ */
 export async function health(db: Queryable): Promise<Health> {
+  let state: LayoutState;
   try {
-    const [row] = await db.query<{ ready: string | null; version: string | null }>(sql`
-      SELECT (SELECT value FROM sync.meta WHERE key = 'ready') AS ready,
-             (SELECT value FROM sync.meta WHERE key = 'layout_version') AS version`);
-    if (row?.ready !== 'true') return { status: 'unhealthy', reason: 'the sync layout is not marked ready; run bootstrap' };
-    return { status: 'healthy', layout_version: row.version ?? '', checked_at: new Date().toISOString() };
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    const reason = code === '42P01' || code === '3F000' ? 'the sync layout does not exist; run bootstrap' : 'the database is unreachable';
-    return { status: 'unhealthy', reason };
+    state = await readLayoutState(db);
+  } catch {
+    return { status: 'unhealthy', reason: 'database_unreachable', detail: 'the database is unreachable or refused the query' };
   }
+  const e = evaluateLayout(state);
+  if (e.unavailable) return { status: 'unhealthy', reason: e.unavailable.reason, detail: e.unavailable.detail };
+  return {
+    status: 'healthy',
+    layout_version: e.layoutVersion,
+    min_safe_version: e.minSafeVersion,
+    schema_version: e.schemaVersion,
+    pending_schema_changes: e.pending,
+    checked_at: new Date().toISOString(),
+  };
 }
 
 /** Lifecycle and operability from counters and small tables: one round trip. */
@@ -58,12 +70,19 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
   ).join(' UNION ALL ');
   const [row] = await db.query<{ counters: Record<string, number>; meta: Record<string, string>; sessions: Record<string, number> }>(sql`
     SELECT (SELECT jsonb_object_agg(name, value) FROM (${sqlRaw(counterSql)}) c) AS counters,
-           (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key <> 'layout_description') AS meta,
+           (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key IN ('ready', 'created_at')) AS meta,
            jsonb_build_object(
              'users', (SELECT last_value FROM sync.user_pk_seq)) AS sessions`);
   const counters = row?.counters ?? {};
   return {
-    lifecycle: { ready: row?.meta['ready'] === 'true', layout_version: row?.meta['layout_version'], schema_version: catalog.schemaVersion, bootstrapped_at: row?.meta['created_at'] },
+    lifecycle: {
+      ready: row?.meta['ready'] === 'true',
+      layout_version: catalog.layoutVersion,
+      min_safe_version: catalog.minSafeVersion,
+      schema_version: catalog.schemaVersion,
+      pending_schema_changes: catalog.pending,
+      bootstrapped_at: row?.meta['created_at'],
+    },
     registered_tables: catalog.tables.map((t) => `${t.schema}.${t.table}`),
     features: { ...FEATURES },
     bundle_visibility: { bundles_committed: counters['bundles_committed'] ?? 0, users_registered_max_pk: row?.sessions['users'] ?? 0 },

@@ -1,44 +1,12 @@
 /**
- * The write path: staged push sessions. Create, each chunk, commit and delete are one statement
- * each (one round trip) whatever the row count; the set-based work runs in managed functions.
+ * Commit of a staged push session: one statement (`sync.push_commit`, commit.sql.ts) whose answer
+ * is an outcome — committed, a conflict, or a rejection by a business constraint — or, when the
+ * connection broke while it ran, `commit_outcome_unknown`.
  */
-import { createHash } from 'node:crypto';
-import { sql } from '../db/index.js';
-import { SyncError } from '../errors.js';
-import {
-  type ChunkRequest,
-  type ChunkResponse,
-  type CommitResponse,
-  type Conflict,
-  type PushSessionCreateRequest,
-  type PushSessionCreateResponse,
-} from '../protocol/index.js';
-import { validateRows } from './rows.js';
-import { unwrap, unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from './context.js';
-
-export async function createPushSession(ctx: SyncContext, actor: Actor, request: PushSessionCreateRequest): Promise<PushSessionCreateResponse> {
-  if (request.planned_row_count > ctx.limits.maxRowsPerBundle) {
-    throw new SyncError('payload_too_large', `planned_row_count ${request.planned_row_count} exceeds max_rows_per_bundle ${ctx.limits.maxRowsPerBundle}`);
-  }
-  const [row] = await ctx.db.query<{ answer: unknown }>(sql`
-    SELECT sync.push_create(${actor.userId}, ${actor.sourceId}, ${request.source_bundle_id}, ${request.planned_row_count},
-      ${request.initialization_id ?? null}::uuid, ${request.request_hash ?? null}, ${ctx.limits.pushSessionTtlSeconds}) AS answer`);
-  return unwrap<PushSessionCreateResponse>(row?.answer);
-}
-
-/** `bodyBytes` is the request body size; it counts against max_bytes_per_bundle. */
-export async function uploadChunk(ctx: SyncContext, actor: Actor, pushId: string, request: ChunkRequest, bodyBytes: number): Promise<ChunkResponse> {
-  if (request.rows.length > ctx.limits.maxRowsPerPushChunk) {
-    throw new SyncError('payload_too_large', `a chunk carries at most max_rows_per_push_chunk ${ctx.limits.maxRowsPerPushChunk} rows`);
-  }
-  const staged = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal);
-  const rowsJson = JSON.stringify(staged);
-  const digest = createHash('sha256').update(rowsJson).digest('hex');
-  const [row] = await ctx.db.query<{ answer: unknown }>(sql`
-    SELECT sync.push_chunk(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${request.start_row_ordinal},
-      ${rowsJson}::jsonb, ${bodyBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}) AS answer`);
-  return unwrap<ChunkResponse>(row?.answer);
-}
+import { sql } from '../../db/index.js';
+import { SyncError } from '../../errors.js';
+import { type CommitResponse, type Conflict } from '../../protocol/index.js';
+import { unwrap, type Actor, type SyncContext } from '../context.js';
 
 export interface Violation {
   readonly sqlstate: string;
@@ -142,15 +110,3 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
 
-export async function deletePushSession(ctx: SyncContext, actor: Actor, pushId: string): Promise<void> {
-  const [row] = await ctx.db.query<{ answer: unknown }>(sql`SELECT sync.push_delete(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid) AS answer`);
-  unwrap(row?.answer);
-}
-
-/** One page of a committed bundle's authoritative rows, for replay after a push. */
-export async function committedBundleRows(ctx: SyncContext, actor: Actor, bundleSeq: number, afterRowOrdinal: number, maxRows: number | undefined): Promise<RawJson> {
-  const limit = pageSize(maxRows, ctx.limits.defaultRowsPerPage, ctx.limits.maxRowsPerPage);
-  const [row] = await ctx.db.query<{ error: unknown; body: string | null }>(sql`
-    SELECT error, body FROM sync.committed_rows(${actor.userId}, ${bundleSeq}, ${afterRowOrdinal}, ${limit}, ${pageBudgetBytes(ctx.limits)})`);
-  return unwrapPage(row);
-}

@@ -1,33 +1,30 @@
 /**
- * The static part of the managed `sync` layout: tables, indexes and sequences. Functions live in
- * `layout-functions.ts`; per-table SQL and triggers in `table-sql.ts`.
+ * Layout version 1: the first release's `sync` schema, as it created it. Tables, indexes and
+ * sequences are this migration's own DDL and never change; the functions are the current
+ * definitions of the ones it created (later migrations re-create any that changed since, see
+ * function-hashes.json).
  *
  * Round-trip design: every hot endpoint is one statement calling one managed function, so the
  * tables are shaped for set-based work inside PostgreSQL:
  * - the large tables use compact ids (`user_pk`, `table_id`, `key_bytes`, `op_code`);
- * - `bundle_rows.row_version` is not stored: it is the bundle's `bundle_seq` (contract §3);
+ * - `bundle_rows.row_version` is not stored: it is the bundle's `bundle_seq`;
  * - `capture_rows` is UNLOGGED scratch space filled by statement-level capture triggers and
  *   emptied by the same transaction, so it never holds committed rows.
  */
+import { type Migration } from './migration.js';
+import { errSql, rfc3339Sql, keyBytesSql, keyTextSql, opNameSql, rowBytesSql } from '../../sync/shared.sql.js';
+import { ensureUserSql, checkSourceSql, checkPushScopeSql, checkReadScopeSql } from '../../sync/scope.sql.js';
+import { utf16beSql, jcsNumberSql, jcsSql } from '../../sync/canonical/jcs.sql.js';
+import { guardSql, guardTruncateSql, captureSql } from '../../sync/capture/capture.sql.js';
+import { connectSql } from '../../sync/connect/connect.sql.js';
+import { pushCreateSql, pushChunkSql, pushDeleteSql, pushRequestHashSql } from '../../sync/push/push-session.sql.js';
+import { bundleAnswerSql, finalizeBundleSql, pushCommitSql } from '../../sync/push/commit.sql.js';
+import { serverBundleBeginSql, serverBundleFinishSql } from '../../sync/push/server-write.sql.js';
+import { committedRowTextSql, bundleHeadTextSql, pullSql, committedRowsSql } from '../../sync/read/read.sql.js';
+import { snapshotRowTextSql, rotateSourceSql, snapshotCreateSql, snapshotPageSql, snapshotDeleteSql } from '../../sync/snapshot/snapshot.sql.js';
+import { maintenanceStepSql } from '../../sync/maintenance/maintenance.sql.js';
 
-/** Bumped whenever anything in the managed layout changes. Mixed versions are unsupported. */
-export const LAYOUT_VERSION = 1;
-
-/** Error counters. Sequences, because `nextval` survives the rollback of a rejected write. */
-export const COUNTERS = [
-  'rejected_direct_writes',
-  'history_pruned',
-  'push_conflicts',
-  'push_rejected',
-  'commit_outcome_unknown',
-  'bundles_committed',
-  'bundles_pruned',
-] as const;
-export type CounterName = (typeof COUNTERS)[number];
-
-export const OP_CODES = { INSERT: 1, UPDATE: 2, DELETE: 3 } as const;
-
-export const LAYOUT_TABLES_SQL = `
+const TABLES = `CREATE SCHEMA sync;
 CREATE TABLE sync.meta (
   key text PRIMARY KEY,
   value text NOT NULL
@@ -191,5 +188,56 @@ CREATE UNLOGGED TABLE sync.capture_rows (
 );
 CREATE INDEX capture_rows_xact_idx ON sync.capture_rows (xact);
 
-${COUNTERS.map((c) => `CREATE SEQUENCE sync.counter_${c} AS bigint;`).join('\n')}
+CREATE SEQUENCE sync.counter_rejected_direct_writes AS bigint;
+CREATE SEQUENCE sync.counter_history_pruned AS bigint;
+CREATE SEQUENCE sync.counter_push_conflicts AS bigint;
+CREATE SEQUENCE sync.counter_push_rejected AS bigint;
+CREATE SEQUENCE sync.counter_commit_outcome_unknown AS bigint;
+CREATE SEQUENCE sync.counter_bundles_committed AS bigint;
+CREATE SEQUENCE sync.counter_bundles_pruned AS bigint;
 `;
+
+export const migration0001: Migration = {
+  version: 1,
+  minSafeVersion: 1,
+  description: 'the first release: users, sources, row state, bundles, push and snapshot sessions, capture, counters',
+  statements: [TABLES],
+  functions: [
+    errSql,
+    rfc3339Sql,
+    keyBytesSql,
+    keyTextSql,
+    opNameSql,
+    rowBytesSql,
+    ensureUserSql,
+    checkSourceSql,
+    checkPushScopeSql,
+    checkReadScopeSql,
+    utf16beSql,
+    jcsNumberSql,
+    jcsSql,
+    guardSql,
+    guardTruncateSql,
+    captureSql,
+    connectSql,
+    pushCreateSql,
+    pushChunkSql,
+    pushDeleteSql,
+    pushRequestHashSql,
+    bundleAnswerSql,
+    finalizeBundleSql,
+    pushCommitSql,
+    serverBundleBeginSql,
+    serverBundleFinishSql,
+    committedRowTextSql,
+    bundleHeadTextSql,
+    pullSql,
+    committedRowsSql,
+    snapshotRowTextSql,
+    rotateSourceSql,
+    snapshotCreateSql,
+    snapshotPageSql,
+    snapshotDeleteSql,
+    maintenanceStepSql,
+  ],
+};

@@ -4,11 +4,14 @@
  * base64, a lossy bigint) are `invalid_request` with details; values PostgreSQL rejects on apply
  * (types, NOT NULL, constraints) come back from commit as `push_rejected`.
  */
-import { SyncError } from '../errors.js';
-import { type PushedRow } from '../protocol/index.js';
-import { OP_CODES } from '../bootstrap/layout-tables.js';
-import { type Catalog } from './catalog.js';
-import { type Limits } from '../limits.js';
+import { SyncError } from '../../errors.js';
+import { type PushedRow } from '../../protocol/index.js';
+import { type Catalog } from '../catalog/catalog.js';
+import { SCOPE_COLUMN } from '../catalog/names.js';
+import { type Limits } from '../../limits.js';
+
+/** How `push_session_rows.op_code` and `bundle_rows.op_code` store an op. */
+export const OP_CODES = { INSERT: 1, UPDATE: 2, DELETE: 3 } as const;
 
 /** The compact row the managed functions stage: table id, key text, op code, base, payload. */
 export interface StagedRow {
@@ -27,7 +30,6 @@ export interface RowProblem {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-const SCOPE_COLUMN = '_sync_scope_id';
 
 /** True when `value` nests deeper than `maxDepth` (limits.maxJsonDepth); stops at that depth. */
 function tooDeep(value: unknown, maxDepth: number, depth = 0): boolean {

@@ -1,0 +1,8 @@
+/** Every migration of the `sync` layout, oldest first. Add new ones at the end; never edit one. */
+import { type Migration } from './migration.js';
+import { migration0001 } from './0001-initial.js';
+import { migration0002 } from './0002-versioned-layout.js';
+
+export const MIGRATIONS: readonly Migration[] = [migration0001, migration0002];
+
+export { type Migration } from './migration.js';

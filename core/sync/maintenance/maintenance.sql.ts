@@ -1,0 +1,46 @@
+/**
+ * Maintenance: expired sessions and pruned history, deleted in bounded steps.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../../layout/managed-sql.js';
+
+/** One bounded step of maintenance; the caller loops while it reports more work. */
+export const maintenanceStepSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.maintenance_step(p_batch integer) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_push_rows integer; v_push integer; v_snap_rows integer; v_snap integer; v_bundle_rows integer := 0; v_n integer;
+  v_u record;
+BEGIN
+  DELETE FROM sync.push_session_rows WHERE ctid = ANY (ARRAY(
+    SELECT r.ctid FROM sync.push_sessions s JOIN sync.push_session_rows r ON r.push_id = s.push_id
+     WHERE s.expires_at <= now() LIMIT p_batch));
+  GET DIAGNOSTICS v_push_rows = ROW_COUNT;
+  DELETE FROM sync.push_sessions s WHERE s.push_id = ANY (ARRAY(
+    SELECT push_id FROM sync.push_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch))
+    AND NOT EXISTS (SELECT 1 FROM sync.push_session_rows r WHERE r.push_id = s.push_id);
+  GET DIAGNOSTICS v_push = ROW_COUNT;
+  DELETE FROM sync.snapshot_session_rows WHERE ctid = ANY (ARRAY(
+    SELECT r.ctid FROM sync.snapshot_sessions s JOIN sync.snapshot_session_rows r ON r.snapshot_id = s.snapshot_id
+     WHERE s.expires_at <= now() LIMIT p_batch));
+  GET DIAGNOSTICS v_snap_rows = ROW_COUNT;
+  DELETE FROM sync.snapshot_sessions s WHERE s.snapshot_id = ANY (ARRAY(
+    SELECT snapshot_id FROM sync.snapshot_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch))
+    AND NOT EXISTS (SELECT 1 FROM sync.snapshot_session_rows r WHERE r.snapshot_id = s.snapshot_id);
+  GET DIAGNOSTICS v_snap = ROW_COUNT;
+  FOR v_u IN SELECT user_pk, pruned_through, retained_floor FROM sync.user_state WHERE pruned_through < retained_floor LIMIT 10 LOOP
+    DELETE FROM sync.bundle_rows WHERE ctid = ANY (ARRAY(
+      SELECT ctid FROM sync.bundle_rows WHERE user_pk = v_u.user_pk AND bundle_seq > v_u.pruned_through
+         AND bundle_seq <= v_u.retained_floor LIMIT p_batch));
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_bundle_rows := v_bundle_rows + v_n;
+    IF v_n < p_batch THEN
+      DELETE FROM sync.bundle_log WHERE user_pk = v_u.user_pk AND bundle_seq > v_u.pruned_through AND bundle_seq <= v_u.retained_floor;
+      UPDATE sync.user_state SET pruned_through = v_u.retained_floor WHERE user_pk = v_u.user_pk;
+    END IF;
+  END LOOP;
+  RETURN jsonb_build_object('push_session_rows', v_push_rows, 'push_sessions', v_push, 'snapshot_session_rows', v_snap_rows,
+    'snapshot_sessions', v_snap, 'bundle_rows', v_bundle_rows,
+    'more', v_push_rows + v_push + v_snap_rows + v_snap + v_bundle_rows > 0);
+END
+$fn$
+`);

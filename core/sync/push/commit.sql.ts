@@ -1,0 +1,223 @@
+/**
+ * Commit: optimistic concurrency, the business upsert and delete under deferred constraints, and
+ * the captured changes turned into one committed bundle.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../../layout/managed-sql.js';
+
+export const bundleAnswerSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.bundle_answer(p_user_pk bigint, p_seq bigint) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
+  SELECT jsonb_build_object('bundle_seq', b.bundle_seq, 'source_id', b.source_id,
+    'source_bundle_id', b.source_bundle_id, 'row_count', b.row_count, 'bundle_hash', b.bundle_hash)
+  FROM sync.bundle_log b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq
+$fn$
+`);
+
+/**
+ * Turns this transaction's captured changes into committed bundle p_seq: coalesce per key in
+ * capture order, classify against row_state, write bundle_rows/row_state/bundle_log, hash.
+ */
+export const finalizeBundleSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.finalize_bundle(p_user_pk bigint, p_seq bigint, p_source text, p_source_bundle_id bigint,
+  p_request_hash text, p_retained integer) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_xact bigint := txid_current();
+  v_count integer;
+  v_bytes bigint;
+  v_hash text;
+  v_union text;
+  v_text text;
+BEGIN
+  INSERT INTO sync.bundle_rows (user_pk, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload)
+  SELECT p_user_pk, p_seq, (row_number() OVER (ORDER BY x.first_id))::integer - 1, x.table_id, x.key_bytes, x.op_code, x.payload
+  FROM (
+    SELECT f.table_id, f.key_bytes, f.first_id, f.payload,
+           CASE WHEN f.deleted THEN CASE WHEN rs.deleted IS FALSE THEN 3 END
+                WHEN rs.deleted IS FALSE THEN 2 ELSE 1 END::smallint AS op_code
+    FROM (
+      SELECT DISTINCT ON (cr.table_id, cr.key_bytes) cr.table_id, cr.key_bytes, cr.deleted, cr.payload,
+             min(cr.capture_id) OVER (PARTITION BY cr.table_id, cr.key_bytes) AS first_id
+      FROM sync.capture_rows cr WHERE cr.xact = v_xact
+      ORDER BY cr.table_id, cr.key_bytes, cr.capture_id DESC
+    ) f
+    LEFT JOIN sync.row_state rs ON rs.user_pk = p_user_pk AND rs.table_id = f.table_id AND rs.key_bytes = f.key_bytes
+  ) x WHERE x.op_code IS NOT NULL;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  DELETE FROM sync.capture_rows WHERE xact = v_xact;
+
+  INSERT INTO sync.row_state AS rs (user_pk, table_id, key_bytes, row_version, deleted)
+  SELECT p_user_pk, b.table_id, b.key_bytes, p_seq, b.op_code = 3
+    FROM sync.bundle_rows b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq
+  ON CONFLICT (user_pk, table_id, key_bytes) DO UPDATE SET row_version = EXCLUDED.row_version, deleted = EXCLUDED.deleted;
+
+  -- bundle_hash: RFC 8785 text of each committed row from SQL generated per table at bootstrap
+  -- (keys pre-sorted, value types known), so hashing is concatenation, not JSON walking.
+  SELECT string_agg(c.hash_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
+    FROM sync.table_catalog c
+   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_pk = p_user_pk AND bundle_seq = p_seq);
+  IF v_union IS NOT NULL THEN
+    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)) FROM (' || v_union || ') x'
+      INTO v_text, v_bytes USING p_user_pk, p_seq;
+  END IF;
+  v_hash := encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
+  -- The canonical text is a close estimate of each row's JSON size on the wire.
+  v_bytes := coalesce(v_bytes, 0) + 64 * v_count;
+
+  INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
+    request_hash, committed_at)
+  VALUES (p_user_pk, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now());
+  UPDATE sync.user_state SET latest_bundle_seq = p_seq,
+    retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_pk = p_user_pk;
+  UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
+   WHERE user_pk = p_user_pk AND source_id = p_source;
+  PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
+  PERFORM nextval('sync.counter_bundles_committed');
+  RETURN jsonb_build_object('bundle_seq', p_seq, 'source_id', p_source, 'source_bundle_id', p_source_bundle_id,
+    'row_count', v_count, 'bundle_hash', v_hash);
+END
+$fn$
+`);
+
+export const pushCommitSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.push_commit(p_user text, p_source text, p_push uuid, p_max_conflicts integer, p_retained integer)
+RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_ps sync.push_sessions;
+  v_us sync.user_state;
+  v_err jsonb;
+  v_existing bigint;
+  v_seq bigint;
+  v_conflicts jsonb := '[]'::jsonb;
+  v_conflict_count integer;
+  v_first jsonb;
+  v_row record;
+  v_server_row jsonb;
+  v_cat record;
+  v_tables smallint[];
+  v_result jsonb;
+  v_state text; v_msg text; v_detail text; v_constraint text; v_schema text; v_table text; v_column text;
+BEGIN
+  SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
+  IF NOT FOUND THEN
+    RETURN sync.err('push_session_not_found', format('push session %s does not exist', p_push));
+  END IF;
+  IF v_ps.status = 'committed' THEN
+    RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_ps.bundle_seq);
+  END IF;
+  IF v_ps.expires_at <= now() THEN
+    RETURN sync.err('push_session_expired', format('push session %s expired', p_push));
+  END IF;
+  IF v_ps.next_row_ordinal < v_ps.planned_row_count THEN
+    RETURN sync.err('push_incomplete', format('%s of %s planned rows were uploaded', v_ps.next_row_ordinal,
+      v_ps.planned_row_count), jsonb_build_object('next_expected_row_ordinal', v_ps.next_row_ordinal));
+  END IF;
+
+  -- Serialise this user's commits on the user's state row; other users never wait.
+  SELECT * INTO STRICT v_us FROM sync.user_state WHERE user_pk = v_ps.user_pk FOR UPDATE;
+
+  SELECT bundle_seq INTO v_existing FROM sync.bundle_log
+   WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
+  IF FOUND THEN
+    -- Another session of the same (source, source_bundle_id) committed first. With other rows
+    -- (a different request_hash) this session's rows were never applied: answering "committed"
+    -- would make the client drop them, so it is the same mismatch push-session create reports.
+    IF v_ps.request_hash IS NOT NULL AND EXISTS (SELECT 1 FROM sync.bundle_log WHERE user_pk = v_ps.user_pk
+         AND bundle_seq = v_existing AND request_hash IS NOT NULL AND request_hash <> v_ps.request_hash) THEN
+      RETURN sync.err('push_request_mismatch', format(
+        'source bundle %s of source %s was committed by another session with a different request_hash',
+        v_ps.source_bundle_id, v_ps.source_id));
+    END IF;
+    UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
+    DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+    RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_existing);
+  END IF;
+  v_err := sync.check_source(v_ps.user_pk, v_ps.source_id, true);
+  IF v_err IS NOT NULL THEN
+    RETURN v_err;
+  END IF;
+  IF v_ps.source_bundle_id <> (SELECT last_source_bundle_id + 1 FROM sync.source_state
+                                 WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id) THEN
+    RETURN sync.err('source_sequence_out_of_order', format(
+      'source bundle %s of source %s is no longer the next one to commit', v_ps.source_bundle_id, v_ps.source_id));
+  END IF;
+  v_err := sync.check_push_scope(v_ps.user_pk, v_ps.source_id, v_ps.initialization_id);
+  IF v_err IS NOT NULL THEN
+    RETURN v_err;
+  END IF;
+  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> sync.push_request_hash(p_push) THEN
+    RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
+  END IF;
+
+  -- Optimistic concurrency: every base_row_version must equal the server's version (0 = never seen).
+  SELECT count(*) INTO v_conflict_count FROM sync.push_session_rows p
+    LEFT JOIN sync.row_state rs ON rs.user_pk = v_ps.user_pk AND rs.table_id = p.table_id AND rs.key_bytes = p.key_bytes
+   WHERE p.push_id = p_push AND p.base_row_version <> coalesce(rs.row_version, 0);
+  IF v_conflict_count > 0 THEN
+    FOR v_row IN
+      SELECT p.row_ordinal, p.key_bytes, p.op_code, p.base_row_version, rs.row_version AS server_version,
+             rs.deleted AS server_deleted, c.schema_name, c.table_name, c.key_column, c.key_kind, c.lookup_sql
+        FROM sync.push_session_rows p
+        JOIN sync.table_catalog c ON c.table_id = p.table_id
+        LEFT JOIN sync.row_state rs ON rs.user_pk = v_ps.user_pk AND rs.table_id = p.table_id AND rs.key_bytes = p.key_bytes
+       WHERE p.push_id = p_push AND p.base_row_version <> coalesce(rs.row_version, 0)
+       ORDER BY p.row_ordinal LIMIT p_max_conflicts
+    LOOP
+      v_server_row := NULL;
+      IF v_row.server_deleted IS FALSE THEN
+        EXECUTE v_row.lookup_sql INTO v_server_row USING p_user, v_row.key_bytes;
+      END IF;
+      v_conflicts := v_conflicts || jsonb_build_array(jsonb_build_object(
+        'schema', v_row.schema_name, 'table', v_row.table_name,
+        'key', jsonb_build_object(v_row.key_column, sync.key_text(v_row.key_kind, v_row.key_bytes)),
+        'op', sync.op_name(v_row.op_code), 'base_row_version', v_row.base_row_version,
+        'server_row_version', coalesce(v_row.server_version, 0), 'server_row_deleted', coalesce(v_row.server_deleted, false),
+        'server_row', v_server_row));
+    END LOOP;
+    v_first := v_conflicts->0;
+    PERFORM nextval('sync.counter_push_conflicts');
+    RETURN sync.err('push_conflict', format('push conflict: %s on %s.%s key %s expected row_version %s but the server has %s%s',
+        v_first->>'op', v_first->>'schema', v_first->>'table', v_first->'key', v_first->>'base_row_version',
+        v_first->>'server_row_version',
+        CASE WHEN (v_first->>'server_row_deleted')::boolean THEN ' (deleted)' ELSE '' END
+        || CASE WHEN v_conflict_count > 1 THEN format(' (and %s more conflicting rows)', v_conflict_count - 1) ELSE '' END),
+      jsonb_build_object('conflict', v_first, 'conflicts', v_conflicts, 'conflict_count', v_conflict_count));
+  END IF;
+
+  v_seq := v_us.latest_bundle_seq + 1;
+  PERFORM set_config('lockstep.scope', p_user, true), set_config('lockstep.user_pk', v_ps.user_pk::text, true);
+  SELECT array_agg(DISTINCT table_id) INTO v_tables FROM sync.push_session_rows WHERE push_id = p_push;
+  BEGIN
+    SET CONSTRAINTS ALL DEFERRED;
+    FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_tables) ORDER BY apply_order LOOP
+      EXECUTE v_cat.upsert_sql USING p_push, p_user;
+    END LOOP;
+    FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_tables) ORDER BY apply_order DESC LOOP
+      EXECUTE v_cat.delete_sql USING p_push, p_user;
+    END LOOP;
+    -- Deferred checks run here, inside the block, so a violation is a typed answer, not a failed COMMIT.
+    SET CONSTRAINTS ALL IMMEDIATE;
+  -- program_limit_exceeded: a pushed value too large for a business index (54000) is the
+  -- client's data, so it is a rejection like a constraint, not a 500.
+  EXCEPTION WHEN integrity_constraint_violation OR data_exception OR raise_exception OR insufficient_privilege
+              OR program_limit_exceeded THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
+      v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
+    PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
+    PERFORM nextval('sync.counter_push_rejected');
+    RETURN sync.err('push_rejected', 'the bundle breaks a business constraint: ' || v_msg, jsonb_build_object(
+      'violation', jsonb_build_object('sqlstate', v_state, 'constraint', nullif(v_constraint, ''),
+        'schema', nullif(v_schema, ''), 'table', nullif(v_table, ''), 'column', nullif(v_column, ''), 'key', NULL),
+      '_detail', v_detail));
+  END;
+
+  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_ps.request_hash, p_retained);
+  UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_seq WHERE push_id = p_push;
+  DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+  UPDATE sync.scope_state SET status = 'initialized', lease_source_id = NULL, lease_expires_at = NULL, updated_at = now()
+   WHERE user_pk = v_ps.user_pk AND status <> 'initialized';
+  RETURN jsonb_build_object('status', 'committed') || v_result;
+END
+$fn$
+`);

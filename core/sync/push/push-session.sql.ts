@@ -1,0 +1,151 @@
+/**
+ * Push sessions: create, chunk upload, delete, and the request hash over the staged rows.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../../layout/managed-sql.js';
+
+export const pushCreateSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.push_create(p_user text, p_source text, p_source_bundle_id bigint, p_planned integer,
+  p_init uuid, p_request_hash text, p_ttl_seconds integer) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_pk bigint := sync.ensure_user(p_user);
+  v_err jsonb;
+  v_last bigint;
+  v_bundle sync.bundle_log;
+  v_id uuid := gen_random_uuid();
+  v_expires timestamptz := now() + make_interval(secs => p_ttl_seconds);
+BEGIN
+  v_err := sync.check_source(v_pk, p_source, true);
+  IF v_err IS NOT NULL THEN
+    RETURN v_err;
+  END IF;
+  SELECT * INTO v_bundle FROM sync.bundle_log
+   WHERE user_pk = v_pk AND source_id = p_source AND source_bundle_id = p_source_bundle_id;
+  IF FOUND THEN
+    IF p_request_hash IS NOT NULL AND v_bundle.request_hash IS NOT NULL AND v_bundle.request_hash <> p_request_hash THEN
+      RETURN sync.err('push_request_mismatch', format(
+        'source bundle %s of source %s was committed with a different request_hash', p_source_bundle_id, p_source));
+    END IF;
+    RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_pk, v_bundle.bundle_seq);
+  END IF;
+  SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_pk = v_pk AND source_id = p_source;
+  IF p_source_bundle_id <= v_last THEN
+    RETURN sync.err('source_sequence_changed', format(
+      'source bundle %s of source %s is at or below its last committed bundle %s, which is no longer retained',
+      p_source_bundle_id, p_source, v_last), jsonb_build_object('last_source_bundle_id', v_last));
+  END IF;
+  IF p_source_bundle_id > v_last + 1 THEN
+    RETURN sync.err('source_sequence_out_of_order', format(
+      'source bundle %s of source %s skips ahead: the next expected is %s', p_source_bundle_id, p_source, v_last + 1),
+      jsonb_build_object('expected_source_bundle_id', v_last + 1));
+  END IF;
+  v_err := sync.check_push_scope(v_pk, p_source, p_init);
+  IF v_err IS NOT NULL THEN
+    RETURN v_err;
+  END IF;
+  INSERT INTO sync.push_sessions (push_id, user_pk, source_id, source_bundle_id, planned_row_count, next_row_ordinal,
+    status, request_hash, initialization_id, byte_count, created_at, expires_at)
+  VALUES (v_id, v_pk, p_source, p_source_bundle_id, p_planned, 0, 'staging', p_request_hash, p_init, 0, now(), v_expires);
+  RETURN jsonb_build_object('push_id', v_id, 'status', 'staging', 'planned_row_count', p_planned,
+    'next_expected_row_ordinal', 0, 'expires_at', sync.rfc3339(v_expires));
+END
+$fn$
+`);
+
+/**
+ * p_rows: [{t: table_id, k: key text, o: op_code, b: base_row_version, p: payload}], validated
+ * by the edge against the catalog before it gets here.
+ */
+export const pushChunkSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.push_chunk(p_user text, p_source text, p_push uuid, p_start integer, p_rows jsonb,
+  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_ps sync.push_sessions;
+  v_n integer := jsonb_array_length(p_rows);
+BEGIN
+  SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
+  IF NOT FOUND THEN
+    RETURN sync.err('push_session_not_found', format('push session %s does not exist', p_push));
+  END IF;
+  -- Re-sending the chunk that was accepted last is idempotent.
+  IF v_ps.last_chunk_start = p_start AND v_ps.last_chunk_digest = p_digest AND v_ps.next_row_ordinal = p_start + v_n THEN
+    RETURN jsonb_build_object('push_id', p_push, 'next_expected_row_ordinal', v_ps.next_row_ordinal);
+  END IF;
+  IF v_ps.status <> 'staging' THEN
+    RETURN sync.err('push_chunk_out_of_order', 'the push session is already committed',
+      jsonb_build_object('next_expected_row_ordinal', v_ps.next_row_ordinal));
+  END IF;
+  IF v_ps.expires_at <= now() THEN
+    RETURN sync.err('push_session_expired', format('push session %s expired', p_push));
+  END IF;
+  IF p_start <> v_ps.next_row_ordinal THEN
+    RETURN sync.err('push_chunk_out_of_order', format('chunk starts at row %s but the session expects row %s',
+      p_start, v_ps.next_row_ordinal), jsonb_build_object('next_expected_row_ordinal', v_ps.next_row_ordinal));
+  END IF;
+  IF p_start + v_n > v_ps.planned_row_count THEN
+    RETURN sync.err('invalid_request', format('chunk ends at row %s, beyond planned_row_count %s',
+      p_start + v_n, v_ps.planned_row_count));
+  END IF;
+  IF v_ps.byte_count + p_bytes > p_max_bundle_bytes THEN
+    RETURN sync.err('payload_too_large', format('the bundle would exceed max_bytes_per_bundle (%s bytes)', p_max_bundle_bytes));
+  END IF;
+  BEGIN
+    INSERT INTO sync.push_session_rows (push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
+    SELECT p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
+           (e.r->>'o')::smallint, (e.r->>'b')::bigint, nullif(e.r->'p', 'null'::jsonb)
+      FROM jsonb_array_elements(p_rows) WITH ORDINALITY e(r, ord)
+      JOIN sync.table_catalog c ON c.table_id = (e.r->>'t')::smallint;
+  EXCEPTION WHEN unique_violation THEN
+    RETURN sync.err('invalid_request', 'a key appears more than once in the bundle; send one row per key');
+  END;
+  UPDATE sync.push_sessions SET next_row_ordinal = p_start + v_n, byte_count = byte_count + p_bytes,
+    last_chunk_start = p_start, last_chunk_digest = p_digest WHERE push_id = p_push;
+  RETURN jsonb_build_object('push_id', p_push, 'next_expected_row_ordinal', p_start + v_n);
+END
+$fn$
+`);
+
+export const pushDeleteSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.push_delete(p_user text, p_source text, p_push uuid) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_ps sync.push_sessions;
+BEGIN
+  SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
+  IF NOT FOUND THEN
+    RETURN sync.err('push_session_not_found', format('push session %s does not exist', p_push));
+  END IF;
+  DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+  -- A committed session stays until it expires so a retried commit still gets its answer.
+  IF v_ps.status = 'staging' THEN
+    DELETE FROM sync.push_sessions WHERE push_id = p_push;
+  END IF;
+  RETURN jsonb_build_object('deleted', true);
+END
+$fn$
+`);
+
+/**
+ * The request hash the client computed: RFC 8785 over the pushed rows in ordinal order. Each
+ * table's canonical row text comes from SQL generated at bootstrap (table_catalog.request_rows_sql).
+ */
+export const pushRequestHashSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.push_request_hash(p_push uuid) RETURNS text LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  v_union text;
+  v_text text;
+BEGIN
+  SELECT string_agg(c.request_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
+    FROM sync.table_catalog c
+   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.push_session_rows WHERE push_id = p_push);
+  IF v_union IS NULL THEN
+    RETURN encode(sha256(convert_to('[]', 'UTF8')), 'hex');
+  END IF;
+  EXECUTE 'SELECT string_agg(t, '','' ORDER BY o) FROM (' || v_union || ') x' INTO v_text USING p_push;
+  RETURN encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
+END
+$fn$
+`);

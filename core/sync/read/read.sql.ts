@@ -1,0 +1,138 @@
+/**
+ * The read path: pull pages of complete bundles and pages of one committed bundle, rendered as
+ * JSON text by concatenation.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../../layout/managed-sql.js';
+
+/** Rows render by concatenation: table_catalog.row_json_prefix holds {"schema":…,"table":…,"key":{"<key>":. */
+export const committedRowTextSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.committed_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_op smallint, p_version bigint, p_payload jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
+    || '},"op":"' || CASE p_op WHEN 1 THEN 'INSERT' WHEN 2 THEN 'UPDATE' ELSE 'DELETE' END
+    || '","row_version":' || p_version || ',"payload":' || coalesce(p_payload::text, 'null') || '}'
+$fn$
+`);
+
+/** '{"bundle_seq":…,"source_id":…,"source_bundle_id":…,"row_count":…,"bundle_hash":"…"' (object left open). */
+export const bundleHeadTextSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.bundle_head_text(p_seq bigint, p_source text, p_source_bundle_id bigint, p_rows integer, p_hash text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT '{"bundle_seq":' || p_seq || ',"source_id":' || to_json(p_source)::text || ',"source_bundle_id":' || p_source_bundle_id
+    || ',"row_count":' || p_rows || ',"bundle_hash":' || to_json(p_hash)::text
+$fn$
+`);
+
+export const pullSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.pull(p_user text, p_source text, p_after bigint, p_max integer, p_target bigint, p_budget bigint)
+RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_us sync.user_state;
+  v_err jsonb;
+  v_stable bigint;
+BEGIN
+  SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT sync.err('scope_uninitialized', 'the scope is not initialized; connect first'), NULL::text;
+    RETURN;
+  END IF;
+  v_err := coalesce(sync.check_source(v_us.user_pk, p_source, false), sync.check_read_scope(v_us.user_pk));
+  IF v_err IS NOT NULL THEN
+    RETURN QUERY SELECT v_err, NULL::text;
+    RETURN;
+  END IF;
+  IF p_target IS NOT NULL AND p_target > v_us.latest_bundle_seq THEN
+    RETURN QUERY SELECT sync.err('invalid_request', format('target_bundle_seq %s is beyond the latest bundle %s',
+      p_target, v_us.latest_bundle_seq)), NULL::text;
+    RETURN;
+  END IF;
+  IF p_after > v_us.latest_bundle_seq OR p_after < v_us.retained_floor THEN
+    PERFORM nextval('sync.counter_history_pruned');
+    RETURN QUERY SELECT sync.err('history_pruned', CASE WHEN p_after > v_us.latest_bundle_seq
+      THEN format('checkpoint %s is ahead of the server''s latest bundle %s; rebuild from a snapshot', p_after, v_us.latest_bundle_seq)
+      ELSE format('checkpoint %s is below the retained history floor %s; rebuild from a snapshot', p_after, v_us.retained_floor) END,
+      jsonb_build_object('retained_floor', v_us.retained_floor)), NULL::text;
+    RETURN;
+  END IF;
+  v_stable := coalesce(p_target, v_us.latest_bundle_seq);
+  IF p_after > v_stable THEN
+    RETURN QUERY SELECT sync.err('invalid_request', format('after_bundle_seq %s is beyond target_bundle_seq %s',
+      p_after, v_stable)), NULL::text;
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH page AS (
+    SELECT b.*, sum(b.byte_count + 200) OVER (ORDER BY b.bundle_seq) AS cumulative
+    FROM (SELECT * FROM sync.bundle_log WHERE user_pk = v_us.user_pk AND bundle_seq > p_after AND bundle_seq <= v_stable
+          ORDER BY bundle_seq LIMIT p_max) b
+  ), chosen AS (
+    -- The first bundle always goes; one too large for a response goes without its rows.
+    SELECT page.*, page.cumulative > p_budget AS omitted FROM page
+     WHERE page.cumulative <= p_budget OR page.bundle_seq = p_after + 1
+  )
+  -- The body is JSON text built by concatenation end to end: nothing is parsed back into json
+  -- (a '::json' cast of each bundle's rows cost ~20 µs per row) and the edge sends it as is.
+  SELECT NULL::jsonb, '{"stable_bundle_seq":' || v_stable || ',"bundles":[' || coalesce(string_agg(
+      sync.bundle_head_text(c.bundle_seq, c.source_id, c.source_bundle_id, c.row_count, c.bundle_hash)
+      || ',"rows_omitted":' || c.omitted::text || ',"rows":[' || CASE WHEN c.omitted THEN '' ELSE (
+          SELECT coalesce(string_agg(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.op_code, r.bundle_seq, r.payload),
+                 ',' ORDER BY r.row_ordinal), '')
+            FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
+           WHERE r.user_pk = v_us.user_pk AND r.bundle_seq = c.bundle_seq) END || ']}',
+      ',' ORDER BY c.bundle_seq), '')
+    || '],"has_more":' || (coalesce(max(c.bundle_seq), p_after) < v_stable)::text || '}'
+  FROM chosen c;
+END
+$fn$
+`);
+
+export const committedRowsSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.committed_rows(p_user text, p_seq bigint, p_after bigint, p_max integer, p_budget bigint)
+RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_us sync.user_state;
+  v_b sync.bundle_log;
+BEGIN
+  SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
+  IF FOUND THEN
+    SELECT * INTO v_b FROM sync.bundle_log WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq;
+  END IF;
+  IF v_b.bundle_seq IS NULL THEN
+    IF v_us.user_pk IS NOT NULL AND p_seq >= 1 AND p_seq <= v_us.retained_floor THEN
+      PERFORM nextval('sync.counter_history_pruned');
+      RETURN QUERY SELECT sync.err('history_pruned', format('bundle %s is below the retained history floor %s; rebuild from a snapshot',
+        p_seq, v_us.retained_floor), jsonb_build_object('retained_floor', v_us.retained_floor)), NULL::text;
+      RETURN;
+    END IF;
+    RETURN QUERY SELECT sync.err('committed_bundle_not_found', format('bundle %s does not exist', p_seq)), NULL::text;
+    RETURN;
+  END IF;
+  IF p_seq <= v_us.retained_floor THEN
+    PERFORM nextval('sync.counter_history_pruned');
+    RETURN QUERY SELECT sync.err('history_pruned', format('bundle %s is below the retained history floor %s; rebuild from a snapshot',
+      p_seq, v_us.retained_floor), jsonb_build_object('retained_floor', v_us.retained_floor)), NULL::text;
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH page AS (
+    SELECT r.*, sum(sync.row_bytes(r.payload, r.key_bytes)) OVER (ORDER BY r.row_ordinal) AS cumulative
+    -- Ordinals are dense (0 … row_count - 1), so the page is the closed range [p_after, p_after + p_max):
+    -- a range scan of the primary key (user_pk, bundle_seq, row_ordinal). Without the upper bound
+    -- a bundle's whole remainder was read and sorted for every page.
+    FROM (SELECT * FROM sync.bundle_rows WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq
+            AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
+          ORDER BY row_ordinal) r
+  ), chosen AS (
+    SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
+  )
+  -- JSON text by concatenation, never cast to json (see sync.pull).
+  SELECT NULL::jsonb, sync.bundle_head_text(v_b.bundle_seq, v_b.source_id, v_b.source_bundle_id, v_b.row_count, v_b.bundle_hash)
+    || ',"rows":[' || coalesce(string_agg(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes, c.op_code, c.bundle_seq, c.payload),
+        ',' ORDER BY c.row_ordinal), '')
+    || '],"next_row_ordinal":' || (p_after + count(c.row_ordinal))
+    || ',"has_more":' || (p_after + count(c.row_ordinal) < v_b.row_count)::text || '}'
+  FROM chosen c LEFT JOIN sync.table_catalog tc ON tc.table_id = c.table_id;
+END
+$fn$
+`);

@@ -1,0 +1,106 @@
+/**
+ * Users, sources and the scope lifecycle: what every push, read and connect checks first.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../layout/managed-sql.js';
+
+export const ensureUserSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.ensure_user(p_user text) RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_pk bigint;
+BEGIN
+  SELECT user_pk INTO v_pk FROM sync.user_state WHERE user_id = p_user;
+  IF FOUND THEN
+    RETURN v_pk;
+  END IF;
+  INSERT INTO sync.user_state (user_pk, user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
+  VALUES (nextval('sync.user_pk_seq'), p_user, 0, 0, 0, now())
+  ON CONFLICT (user_id) DO NOTHING
+  RETURNING user_pk INTO v_pk;
+  IF v_pk IS NULL THEN
+    SELECT user_pk INTO STRICT v_pk FROM sync.user_state WHERE user_id = p_user;
+  ELSE
+    INSERT INTO sync.scope_state (user_pk, status, updated_at) VALUES (v_pk, 'uninitialized', now());
+  END IF;
+  RETURN v_pk;
+END
+$fn$
+`);
+
+/**
+ * NULL when the source may act; an error answer when it was retired. Unknown sources are
+ * registered when p_register is set (push, connect, snapshot), never by pure reads.
+ */
+export const checkSourceSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.check_source(p_user_pk bigint, p_source text, p_register boolean) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_src sync.source_state;
+BEGIN
+  SELECT * INTO v_src FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_source;
+  IF NOT FOUND THEN
+    IF p_register THEN
+      INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, created_at)
+      VALUES (p_user_pk, p_source, 'active', 0, now()) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+  END IF;
+  IF v_src.status = 'retired' THEN
+    RETURN sync.err('source_retired',
+      format('source %s was retired and replaced by %s', p_source, v_src.replaced_by_source_id),
+      jsonb_build_object('source_id', p_source, 'replaced_by_source_id', v_src.replaced_by_source_id));
+  END IF;
+  RETURN NULL;
+END
+$fn$
+`);
+
+export const checkPushScopeSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.check_push_scope(p_user_pk bigint, p_source text, p_init uuid) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_sc sync.scope_state;
+BEGIN
+  SELECT * INTO STRICT v_sc FROM sync.scope_state WHERE user_pk = p_user_pk;
+  IF v_sc.status = 'initialized' THEN
+    IF p_init IS NOT NULL AND p_init IS DISTINCT FROM v_sc.initialization_id THEN
+      RETURN sync.err('initialization_stale', 'the initialization_id is not the one that initialized this scope; connect again');
+    END IF;
+    RETURN NULL;
+  ELSIF v_sc.status = 'initializing' THEN
+    IF v_sc.lease_source_id IS DISTINCT FROM p_source THEN
+      IF v_sc.lease_expires_at <= now() THEN
+        RETURN sync.err('scope_uninitialized', 'the scope is not initialized (another device''s lease expired); connect first');
+      END IF;
+      RETURN sync.err('scope_initializing', 'another device is initializing this scope', jsonb_build_object(
+        'retry_after_seconds', greatest(1, ceil(extract(epoch FROM v_sc.lease_expires_at - now())))::integer));
+    END IF;
+    IF p_init IS DISTINCT FROM v_sc.initialization_id THEN
+      RETURN sync.err('initialization_stale', 'the initialization_id is missing, wrong or superseded; connect again');
+    END IF;
+    IF v_sc.lease_expires_at <= now() THEN
+      RETURN sync.err('initialization_expired', 'the initialization lease expired; connect again');
+    END IF;
+    RETURN NULL;
+  END IF;
+  RETURN sync.err('scope_uninitialized', 'the scope is not initialized; connect first');
+END
+$fn$
+`);
+
+export const checkReadScopeSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.check_read_scope(p_user_pk bigint) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_sc sync.scope_state;
+BEGIN
+  SELECT * INTO v_sc FROM sync.scope_state WHERE user_pk = p_user_pk;
+  IF v_sc.status = 'initialized' THEN
+    RETURN NULL;
+  ELSIF v_sc.status = 'initializing' AND v_sc.lease_expires_at > now() THEN
+    RETURN sync.err('scope_initializing', 'another device is initializing this scope', jsonb_build_object(
+      'retry_after_seconds', greatest(1, ceil(extract(epoch FROM v_sc.lease_expires_at - now())))::integer));
+  END IF;
+  RETURN sync.err('scope_uninitialized', 'the scope is not initialized; connect first');
+END
+$fn$
+`);

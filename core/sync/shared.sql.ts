@@ -1,0 +1,43 @@
+/**
+ * Small helpers every managed function uses: error answers, RFC 3339 text, sync key bytes, op names, row size estimates.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../layout/managed-sql.js';
+
+export const errSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.err(p_code text, p_message text, p_extra jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT jsonb_build_object('error', p_code, 'message', p_message) || p_extra
+$fn$
+`);
+
+export const rfc3339Sql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.rfc3339(p_ts timestamptz) RETURNS text LANGUAGE sql STABLE AS $fn$
+  SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$fn$
+`);
+
+export const keyBytesSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.key_bytes(p_kind text, p_key text) RETURNS bytea LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT CASE WHEN p_kind = 'uuid' THEN uuid_send(p_key::uuid) ELSE convert_to(p_key, 'UTF8') END
+$fn$
+`);
+
+export const keyTextSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.key_text(p_kind text, p_bytes bytea) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT CASE WHEN p_kind = 'uuid' THEN encode(p_bytes, 'hex')::uuid::text ELSE convert_from(p_bytes, 'UTF8') END
+$fn$
+`);
+
+export const opNameSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.op_name(p_op smallint) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT CASE p_op WHEN 1 THEN 'INSERT' WHEN 2 THEN 'UPDATE' WHEN 3 THEN 'DELETE' END
+$fn$
+`);
+
+/** Rough JSON size of one row envelope; page byte budgets use it without rendering the rows. */
+export const rowBytesSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.row_bytes(p_payload jsonb, p_key_bytes bytea) RETURNS bigint LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT coalesce(octet_length(p_payload::text), 4)::bigint + 2 * octet_length(p_key_bytes) + 160
+$fn$
+`);

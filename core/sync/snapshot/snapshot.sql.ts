@@ -1,0 +1,164 @@
+/**
+ * Snapshot sessions (frozen, chunked copies of a user's rows) and source rotation.
+ * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
+ */
+import { managedFunction } from '../../layout/managed-sql.js';
+
+export const snapshotRowTextSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.snapshot_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_version bigint, p_payload jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
+    || '},"row_version":' || p_version || ',"payload":' || p_payload::text || '}'
+$fn$
+`);
+
+export const rotateSourceSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.rotate_source(p_user_pk bigint, p_header text, p_prev text, p_new text, p_reason text) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_prev sync.source_state;
+  v_new sync.source_state;
+BEGIN
+  IF p_prev = p_new THEN
+    RETURN sync.err('source_replacement_invalid', 'new_source_id must differ from previous_source_id');
+  END IF;
+  IF p_header <> p_prev AND p_header <> p_new THEN
+    RETURN sync.err('source_replacement_invalid', 'Sync-Source-ID must name previous_source_id or new_source_id');
+  END IF;
+  -- Rotations of one user serialise with its commits, briefly.
+  PERFORM 1 FROM sync.user_state WHERE user_pk = p_user_pk FOR UPDATE;
+  SELECT * INTO v_prev FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_prev;
+  SELECT * INTO v_new FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_new;
+  IF v_new.source_id IS NOT NULL THEN
+    IF v_prev.status = 'retired' AND v_prev.replaced_by_source_id = p_new THEN
+      RETURN NULL;  -- the same rotation, retried
+    END IF;
+    RETURN sync.err('source_replacement_invalid', format('new_source_id %s is already in use', p_new));
+  END IF;
+  IF v_prev.source_id IS NULL THEN
+    INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, replaced_by_source_id, created_at)
+    VALUES (p_user_pk, p_prev, 'retired', 0, p_new, now());
+  ELSIF v_prev.status = 'retired' AND p_reason = 'source_retired' THEN
+    -- A device whose source another device retired (a cloned database) asks for a fresh one:
+    -- the previous source stays retired, replaced by the first rotation; nothing else moves.
+    NULL;
+  ELSIF v_prev.status = 'retired' THEN
+    RETURN sync.err('source_replacement_invalid', format('previous source %s is already retired (replaced by %s)',
+      p_prev, v_prev.replaced_by_source_id));
+  ELSE
+    UPDATE sync.source_state SET status = 'retired', replaced_by_source_id = p_new
+     WHERE user_pk = p_user_pk AND source_id = p_prev;
+  END IF;
+  INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, created_at)
+  VALUES (p_user_pk, p_new, 'reserved', 0, now());
+  RETURN NULL;
+END
+$fn$
+`);
+
+/**
+ * A frozen snapshot in ONE statement: every registered table, row_state and the user's latest
+ * bundle_seq are read under the same statement snapshot, without locking the write path.
+ */
+export const snapshotCreateSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer)
+RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_us sync.user_state;
+  v_err jsonb;
+  v_id uuid := gen_random_uuid();
+  v_union text;
+  v_s sync.snapshot_sessions;
+BEGIN
+  SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
+  IF NOT FOUND THEN
+    RETURN sync.err('scope_uninitialized', 'the scope is not initialized; connect first');
+  END IF;
+  IF p_new IS NOT NULL THEN
+    v_err := sync.rotate_source(v_us.user_pk, p_source, p_prev, p_new, p_reason);
+  ELSE
+    v_err := sync.check_source(v_us.user_pk, p_source, true);
+  END IF;
+  IF v_err IS NOT NULL THEN
+    RETURN v_err;
+  END IF;
+  v_err := sync.check_read_scope(v_us.user_pk);
+  IF v_err IS NOT NULL THEN
+    RETURN v_err;
+  END IF;
+  SELECT string_agg(snapshot_sql, ' UNION ALL ' ORDER BY table_id) INTO STRICT v_union FROM sync.table_catalog WHERE NOT retired;
+  EXECUTE format($q$
+    WITH latest AS (SELECT latest_bundle_seq FROM sync.user_state WHERE user_pk = $3),
+    src AS (%s),
+    ins AS (
+      INSERT INTO sync.snapshot_session_rows (snapshot_id, row_ordinal, table_id, key_bytes, row_version, payload)
+      SELECT $2, (row_number() OVER (ORDER BY s.apply_order, s.table_id, s.key_bytes))::integer - 1,
+             s.table_id, s.key_bytes, coalesce(rs.row_version, 0), s.payload
+        FROM src s
+        LEFT JOIN sync.row_state rs ON rs.user_pk = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes
+      RETURNING sync.row_bytes(payload, key_bytes) AS bytes)
+    INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at)
+    SELECT $2, $3, $4, (SELECT latest_bundle_seq FROM latest), (SELECT count(*) FROM ins), (SELECT coalesce(sum(bytes), 0) FROM ins),
+           now(), now() + make_interval(secs => $5)
+  $q$, v_union) USING p_user, v_id, v_us.user_pk, coalesce(p_new, p_source), p_ttl_seconds;
+  SELECT * INTO STRICT v_s FROM sync.snapshot_sessions WHERE snapshot_id = v_id;
+  RETURN jsonb_build_object('snapshot_id', v_id, 'snapshot_bundle_seq', v_s.snapshot_bundle_seq, 'row_count', v_s.row_count,
+    'byte_count', v_s.byte_count, 'expires_at', sync.rfc3339(v_s.expires_at));
+END
+$fn$
+`);
+
+export const snapshotPageSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint)
+RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_s sync.snapshot_sessions;
+BEGIN
+  SELECT s.* INTO v_s FROM sync.snapshot_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.snapshot_id = p_snapshot AND u.user_id = p_user;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT sync.err('snapshot_session_not_found', format('snapshot session %s does not exist', p_snapshot)), NULL::text;
+    RETURN;
+  END IF;
+  IF v_s.expires_at <= now() THEN
+    RETURN QUERY SELECT sync.err('snapshot_session_expired', format('snapshot session %s expired', p_snapshot)), NULL::text;
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH page AS (
+    SELECT r.*, sum(sync.row_bytes(r.payload, r.key_bytes)) OVER (ORDER BY r.row_ordinal) AS cumulative
+    -- Ordinals are dense, so the page is the range [p_after, p_after + p_max) of the primary key
+    -- (snapshot_id, row_ordinal). The upper bound matters: a fresh session has no statistics, and
+    -- with only a lower bound the planner chose a bitmap scan plus an on-disk sort of the whole
+    -- remaining snapshot (100k rows) to return one page.
+    FROM (SELECT * FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot
+            AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
+          ORDER BY row_ordinal) r
+  ), chosen AS (
+    SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
+  )
+  -- JSON text by concatenation, never cast to json (see sync.pull).
+  SELECT NULL::jsonb, '{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
+    || ',"row_count":' || v_s.row_count
+    || ',"rows":[' || coalesce(string_agg(sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes, c.row_version, c.payload),
+        ',' ORDER BY c.row_ordinal), '')
+    || '],"next_row_ordinal":' || (p_after + count(c.row_ordinal))
+    || ',"has_more":' || (p_after + count(c.row_ordinal) < v_s.row_count)::text || '}'
+  FROM chosen c LEFT JOIN sync.table_catalog tc ON tc.table_id = c.table_id;
+END
+$fn$
+`);
+
+export const snapshotDeleteSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.snapshot_delete(p_user text, p_snapshot uuid) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+BEGIN
+  DELETE FROM sync.snapshot_sessions s USING sync.user_state u
+   WHERE s.snapshot_id = p_snapshot AND u.user_pk = s.user_pk AND u.user_id = p_user;
+  IF NOT FOUND THEN
+    RETURN sync.err('snapshot_session_not_found', format('snapshot session %s does not exist', p_snapshot));
+  END IF;
+  DELETE FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot;
+  RETURN jsonb_build_object('deleted', true);
+END
+$fn$
+`);
