@@ -25,6 +25,12 @@ export async function uploadChunk(ctx: SyncContext, actor: Actor, pushId: string
   if (request.rows.length > ctx.limits.maxRowsPerPushChunk) {
     throw new SyncError('payload_too_large', `a chunk carries at most max_rows_per_push_chunk ${ctx.limits.maxRowsPerPushChunk} rows`);
   }
+  // Ordinals are integers below max_rows_per_bundle (planned_row_count is bounded by it), so a
+  // chunk that would end beyond it can never be accepted; checked here, it never reaches an
+  // integer column (a 2^53-1 ordinal used to fail the statement: a 500).
+  if (request.start_row_ordinal + request.rows.length > ctx.limits.maxRowsPerBundle) {
+    throw new SyncError('invalid_request', `start_row_ordinal ${request.start_row_ordinal} puts the chunk beyond max_rows_per_bundle ${ctx.limits.maxRowsPerBundle}`);
+  }
   const staged = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal);
   const rowsJson = JSON.stringify(staged);
   const digest = createHash('sha256').update(rowsJson).digest('hex');
