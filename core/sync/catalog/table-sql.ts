@@ -237,17 +237,22 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
         `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
         `FROM lockstep_old o WHERE NOT EXISTS (SELECT 1 FROM lockstep_new n WHERE n.${key} = o.${key} AND n.${scope} = o.${scope})`,
       // Missing payload columns keep the existing row's values, or take the column defaults on a
-      // new row (jsonb_populate_record's base row).
+      // new row (jsonb_populate_record's base row). The pre-image is one probe of the (scope, key)
+      // index per staged row (LATERAL with OFFSET 0 is never flattened into a join), so an upsert
+      // costs the bundle's size, not the user's row count, whatever the statistics.
       upsertSql:
         `INSERT INTO ${rel} AS t (${writable.map((c) => q(c.name)).join(', ')}, ${scope})${overriding} ` +
         `SELECT ${writable.map((c) => `(x.r).${q(c.name)}`).join(', ')}, $2 FROM (` +
-        `SELECT jsonb_populate_record(coalesce(e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r ` +
-        `FROM sync.push_session_rows p LEFT JOIN ${rel} e ON e.${scope} = $2 AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
+        `SELECT jsonb_populate_record(coalesce(pre.e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r ` +
+        `FROM sync.push_session_rows p LEFT JOIN LATERAL (SELECT e FROM ${rel} e WHERE e.${scope} = $2 ` +
+        `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} OFFSET 0) pre ON true ` +
         `WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
         `ON CONFLICT (${scope}, ${key}) DO UPDATE SET ${setList.join(', ')}`,
+      // The keys in the column's own type, probed through the (scope, key) index: a join here
+      // could become a scan of the user's rows once statistics exist.
       deleteSql:
-        `DELETE FROM ${rel} t USING sync.push_session_rows p WHERE p.push_id = $1 AND p.table_id = ${tableId} ` +
-        `AND p.op_code = 3 AND t.${scope} = $2 AND t.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')}`,
+        `DELETE FROM ${rel} t WHERE t.${scope} = $2 AND t.${key} = ANY (ARRAY(SELECT ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
+        `FROM sync.push_session_rows p WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code = 3))`,
       snapshotSql:
         `SELECT ${tableId}::smallint AS table_id, ${orders.get(info) ?? tableId} AS apply_order, ` +
         `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${payloadExpr('t', visible)} AS payload FROM ${rel} t WHERE t.${scope} = $1`,

@@ -41,7 +41,13 @@ BEGIN
       FROM sync.capture_rows cr WHERE cr.xact = v_xact
       ORDER BY cr.table_id, cr.key_bytes, cr.capture_id DESC
     ) f
-    LEFT JOIN sync.row_state rs ON rs.user_pk = p_user_pk AND rs.table_id = f.table_id AND rs.key_bytes = f.key_bytes
+    -- A probe of row_state's primary key per captured row: OFFSET 0 keeps the subquery from being
+    -- flattened into a join the planner could turn into a scan of all the user's row state once
+    -- statistics exist. The work is the bundle's, never the user's history.
+    LEFT JOIN LATERAL (
+      SELECT r.deleted FROM sync.row_state r
+       WHERE r.user_pk = p_user_pk AND r.table_id = f.table_id AND r.key_bytes = f.key_bytes OFFSET 0
+    ) rs ON true
   ) x WHERE x.op_code IS NOT NULL;
   GET DIAGNOSTICS v_count = ROW_COUNT;
   DELETE FROM sync.capture_rows WHERE xact = v_xact;
@@ -95,6 +101,7 @@ DECLARE
   v_server_row jsonb;
   v_cat record;
   v_tables smallint[];
+  v_delete_tables smallint[];
   v_result jsonb;
   v_state text; v_msg text; v_detail text; v_constraint text; v_schema text; v_table text; v_column text;
 BEGIN
@@ -150,17 +157,22 @@ BEGIN
     RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
   END IF;
 
-  -- Optimistic concurrency: every base_row_version must equal the server's version (0 = never seen).
+  -- Optimistic concurrency: every base_row_version must equal the server's version (0 = never
+  -- seen). Each staged row probes row_state's primary key (a correlated subquery is never turned
+  -- into a join), so the check costs the bundle's size whatever the user's history.
   SELECT count(*) INTO v_conflict_count FROM sync.push_session_rows p
-    LEFT JOIN sync.row_state rs ON rs.user_pk = v_ps.user_pk AND rs.table_id = p.table_id AND rs.key_bytes = p.key_bytes
-   WHERE p.push_id = p_push AND p.base_row_version <> coalesce(rs.row_version, 0);
+   WHERE p.push_id = p_push AND p.base_row_version <> coalesce((SELECT r.row_version FROM sync.row_state r
+           WHERE r.user_pk = v_ps.user_pk AND r.table_id = p.table_id AND r.key_bytes = p.key_bytes), 0);
   IF v_conflict_count > 0 THEN
     FOR v_row IN
       SELECT p.row_ordinal, p.key_bytes, p.op_code, p.base_row_version, rs.row_version AS server_version,
              rs.deleted AS server_deleted, c.schema_name, c.table_name, c.key_column, c.key_kind, c.lookup_sql
         FROM sync.push_session_rows p
         JOIN sync.table_catalog c ON c.table_id = p.table_id
-        LEFT JOIN sync.row_state rs ON rs.user_pk = v_ps.user_pk AND rs.table_id = p.table_id AND rs.key_bytes = p.key_bytes
+        LEFT JOIN LATERAL (
+          SELECT r.row_version, r.deleted FROM sync.row_state r
+           WHERE r.user_pk = v_ps.user_pk AND r.table_id = p.table_id AND r.key_bytes = p.key_bytes OFFSET 0
+        ) rs ON true
        WHERE p.push_id = p_push AND p.base_row_version <> coalesce(rs.row_version, 0)
        ORDER BY p.row_ordinal LIMIT p_max_conflicts
     LOOP
@@ -187,13 +199,16 @@ BEGIN
 
   v_seq := v_us.latest_bundle_seq + 1;
   PERFORM set_config('lockstep.scope', p_user, true), set_config('lockstep.user_pk', v_ps.user_pk::text, true);
-  SELECT array_agg(DISTINCT table_id) INTO v_tables FROM sync.push_session_rows WHERE push_id = p_push;
+  -- Only the statements the bundle needs: an upsert per table with inserts or updates, a delete
+  -- per table with deletes (a bundle without deletes runs none).
+  SELECT array_agg(DISTINCT table_id) FILTER (WHERE op_code <> 3), array_agg(DISTINCT table_id) FILTER (WHERE op_code = 3)
+    INTO v_tables, v_delete_tables FROM sync.push_session_rows WHERE push_id = p_push;
   BEGIN
     SET CONSTRAINTS ALL DEFERRED;
     FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_tables) ORDER BY apply_order LOOP
       EXECUTE v_cat.upsert_sql USING p_push, p_user;
     END LOOP;
-    FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_tables) ORDER BY apply_order DESC LOOP
+    FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_delete_tables) ORDER BY apply_order DESC LOOP
       EXECUTE v_cat.delete_sql USING p_push, p_user;
     END LOOP;
     -- Deferred checks run here, inside the block, so a violation is a typed answer, not a failed COMMIT.
