@@ -62,22 +62,77 @@ export interface CatalogEntry {
 
 export { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
 
-function valueExpr(alias: string, column: ColumnInfo): string {
-  const c = `${alias}.${q(column.name)}`;
-  switch (wireCategory(column.type)) {
+const TIMESTAMP = /^timestamp(\(\d+\))? without time zone$/;
+
+/**
+ * How a type's values need converting between PostgreSQL and the wire beyond what to_jsonb and
+ * jsonb_populate_record do (contract §10): bytea as base64, time values outside RFC 3339's years
+ * as expanded years, and arrays of those element by element.
+ */
+type TimeKind = 'timestamptz' | 'timestamp' | 'date';
+function timeKind(type: string): TimeKind | null {
+  if (wireCategory(type) === 'timestamptz') return 'timestamptz';
+  if (TIMESTAMP.test(type)) return 'timestamp';
+  return type === 'date' ? 'date' : null;
+}
+
+/** A value of `type` as the jsonb_build_object argument that renders its wire form. */
+function scalarValueExpr(c: string, type: string): string {
+  if (type.endsWith('[]')) {
+    const element = type.slice(0, -2);
+    const time = timeKind(element);
+    if (time) return `sync.wire_${time}_array(${c})`;
+    if (element === 'bytea') return `sync.wire_bytea_array(${c})`;
+    // bigint and numeric elements travel as exact decimal strings, like the scalars.
+    if (wireCategory(element) === 'decimal') return `to_jsonb(${c}::text[])`;
+    return c;
+  }
+  switch (timeKind(type)) {
+    case 'timestamptz':
+      return `sync.rfc3339(${c})`;
+    case 'timestamp':
+      return `sync.wire_timestamp(${c})`;
+    case 'date':
+      return `sync.wire_date(${c})`;
+    default:
+      break;
+  }
+  switch (wireCategory(type)) {
     case 'bytea':
       // encode() wraps base64 at 76 characters; the wire wants one standard base64 string.
       return `translate(encode(${c}, 'base64'), E'\\n', '')`;
     case 'decimal':
     case 'uuid':
       return `${c}::text`;
-    case 'timestamptz':
-      return `sync.rfc3339(${c})`;
     case 'json':
       return `${c}::jsonb`;
     default:
       return c;
   }
+}
+
+function valueExpr(alias: string, column: ColumnInfo): string {
+  return scalarValueExpr(`${alias}.${q(column.name)}`, column.type);
+}
+
+/**
+ * The jsonb_populate_record input fix of one pushed value, or null when the type reads its wire
+ * form as is. A fix that yields NULL (the value was already readable) leaves the value alone.
+ */
+function inputFixExpr(column: ColumnInfo): string | null {
+  const v = `p.payload->${quoteLiteral(column.name)}`;
+  const t = `p.payload->>${quoteLiteral(column.name)}`;
+  if (column.type.endsWith('[]')) {
+    const element = column.type.slice(0, -2);
+    const kind = element === 'bytea' ? 'bytea' : timeKind(element) ? 'time' : null;
+    return kind ? `CASE WHEN jsonb_typeof(${v}) = 'array' THEN sync.wire_array_in(${v}, '${kind}') END` : null;
+  }
+  if (wireCategory(column.type) === 'bytea') {
+    return `CASE WHEN jsonb_typeof(${v}) = 'string' THEN to_jsonb('\\x' || encode(decode(${t}, 'base64'), 'hex')) END`;
+  }
+  // Only expanded and zero years need rewriting; the common value is one anchored regex test.
+  if (timeKind(column.type)) return `CASE WHEN ${t} ~ '^([+-][0-9]|0000-)' THEN to_jsonb(sync.wire_time_in(${t})) END`;
+  return null;
 }
 
 /** jsonb_build_object takes at most 100 arguments, so wide rows are built in slices. */
@@ -98,16 +153,15 @@ function keyFromBytesExpr(kind: KeyKind, expr: string): string {
   return kind === 'uuid' ? `encode(${expr}, 'hex')::uuid` : `convert_from(${expr}, 'UTF8')`;
 }
 
-/** Payload → record input: base64 bytea values become bytea hex text for jsonb_populate_record. */
+/** Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years) rewritten first. */
 function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
-  const byteaFixes = columns
-    .filter((c) => wireCategory(c.type) === 'bytea')
-    .map((c) => {
-      const name = quoteLiteral(c.name);
-      return `${name}, CASE WHEN jsonb_typeof(p.payload->${name}) = 'string' THEN to_jsonb('\\x' || encode(decode(p.payload->>${name}, 'base64'), 'hex')) END`;
-    });
-  const fixes = byteaFixes.length ? ` || jsonb_strip_nulls(jsonb_build_object(${byteaFixes.join(', ')}))` : '';
-  return `coalesce(p.payload, '{}'::jsonb)${fixes} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
+  const fixes = columns.flatMap((c) => {
+    const fix = inputFixExpr(c);
+    return fix ? [`${quoteLiteral(c.name)}, ${fix}`] : [];
+  });
+  const slices: string[] = [];
+  for (let i = 0; i < fixes.length; i += 50) slices.push(` || jsonb_strip_nulls(jsonb_build_object(${fixes.slice(i, i + 50).join(', ')}))`);
+  return `coalesce(p.payload, '{}'::jsonb)${slices.join('')} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
 }
 
 /** Canonical text of any jsonb value `v`: strings, booleans and small integers inline, the rest via sync.jcs. */
