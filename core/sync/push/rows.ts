@@ -61,18 +61,6 @@ function containsNonFinite(value: unknown): boolean {
   return false;
 }
 
-/** Integer ranges of the types whose values travel as JSON numbers; float4's finite range. */
-const INTEGER_RANGES: Readonly<Record<string, readonly [number, number]>> = { smallint: [-32768, 32767], integer: [-2147483648, 2147483647] };
-const REAL_MAX = 3.4028234663852886e38;
-
-/** Why a JSON number cannot be held by the column, or null. */
-function numberProblem(type: string, value: number): string | null {
-  const range = INTEGER_RANGES[type];
-  if (range && (!Number.isInteger(value) || value < range[0] || value > range[1])) return `${type} values are integers from ${range[0]} to ${range[1]}`;
-  if (type === 'real' && Math.abs(value) > REAL_MAX) return `${value} is beyond the range of real; send "Infinity" or "-Infinity" for the infinities`;
-  return null;
-}
-
 function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
@@ -125,9 +113,6 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
         add(`payload.${name}`, 'a bigint beyond ±(2^53−1) must be sent as a decimal string');
       } else if (column.category === 'decimal' && typeof value !== 'string' && typeof value !== 'number') {
         add(`payload.${name}`, `${column.type} values are decimal strings`);
-      } else if (typeof value === 'number') {
-        const why = numberProblem(column.type, value);
-        if (why) add(`payload.${name}`, why);
       }
     }
   }
