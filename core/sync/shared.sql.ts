@@ -49,3 +49,14 @@ CREATE OR REPLACE FUNCTION sync.row_bytes(p_payload jsonb, p_key_bytes bytea) RE
   SELECT coalesce(octet_length(p_payload::text), 4)::bigint + 2 * octet_length(p_key_bytes) + 160
 $fn$
 `);
+
+/**
+ * Bytes a text takes once embedded as a JSON string, as Lambda counts a response body inside its
+ * function result (contract §10: quotes, backslashes and control characters escaped; UTF-8
+ * otherwise, as both PostgreSQL and JSON.stringify leave it). Page budgets are in these bytes.
+ */
+export const wireBytesSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.wire_bytes(p_text text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT AS $fn$
+  SELECT octet_length(to_json(p_text)::text) - 2
+$fn$
+`);
