@@ -8,7 +8,7 @@ import { managedFunction } from '../../layout/managed-sql.js';
 /** Rows render by concatenation: table_catalog.row_json_prefix holds {"schema":…,"table":…,"key":{"<key>":. */
 export const committedRowTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.committed_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_op smallint, p_version bigint, p_payload jsonb)
-RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+RETURNS text LANGUAGE sql STABLE AS $fn$
   SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
     || '},"op":"' || CASE p_op WHEN 1 THEN 'INSERT' WHEN 2 THEN 'UPDATE' ELSE 'DELETE' END
     || '","row_version":' || p_version || ',"payload":' || coalesce(p_payload::text, 'null') || '}'
@@ -18,7 +18,7 @@ $fn$
 /** '{"bundle_seq":…,"source_id":…,"source_bundle_id":…,"row_count":…,"bundle_hash":"…"' (object left open). */
 export const bundleHeadTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.bundle_head_text(p_seq bigint, p_source text, p_source_bundle_id bigint, p_rows integer, p_hash text)
-RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+RETURNS text LANGUAGE sql STABLE AS $fn$
   SELECT '{"bundle_seq":' || p_seq || ',"source_id":' || to_json(p_source)::text || ',"source_bundle_id":' || p_source_bundle_id
     || ',"row_count":' || p_rows || ',"bundle_hash":' || to_json(p_hash)::text
 $fn$

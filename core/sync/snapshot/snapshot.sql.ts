@@ -6,7 +6,7 @@ import { managedFunction } from '../../layout/managed-sql.js';
 
 export const snapshotRowTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_version bigint, p_payload jsonb)
-RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+RETURNS text LANGUAGE sql STABLE AS $fn$
   SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
     || '},"row_version":' || p_version || ',"payload":' || p_payload::text || '}'
 $fn$
@@ -98,7 +98,8 @@ BEGIN
       SELECT $2, x.ordinal, x.table_id, x.key_bytes, x.row_version, x.row_text, sync.wire_bytes(x.row_text)
       FROM (SELECT (row_number() OVER (ORDER BY s.apply_order, s.table_id, s.key_bytes))::integer - 1 AS ordinal,
                    s.table_id, s.key_bytes, coalesce(rs.row_version, 0) AS row_version,
-                   sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, s.key_bytes, coalesce(rs.row_version, 0), s.payload) AS row_text
+                   tc.row_json_prefix || s.key_json || '},"row_version":' || coalesce(rs.row_version, 0) || ',"payload":' || s.payload_text
+                     || '}' AS row_text
               FROM src s
               JOIN sync.table_catalog tc ON tc.table_id = s.table_id
               LEFT JOIN sync.row_state rs ON rs.user_pk = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes) x
