@@ -206,7 +206,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     } as HttpApiEvent;
     const invoke = () => group.handler(event);
     const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
-    send(res, result.statusCode, result.body, result.headers);
+    // API Gateway decodes a base64 result (a compressed body) before it goes out; so does this.
+    send(res, result.statusCode, result.isBase64Encoded && result.body !== undefined ? Buffer.from(result.body, 'base64') : result.body, result.headers);
   }
 
   const server = createServer((req, res) => {

@@ -4,6 +4,7 @@
  * committed-rows or snapshot page exceed max_response_bytes once escaped; and a row whose rendered
  * form no response could carry (a small pushed array of 1e308 renders 309 digits per element) is
  * refused at commit with 413 payload_too_large, committing nothing — by push and by server writes.
+ * Large bodies are gzipped for clients that accept it (issue 18), never beyond the budget.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTables } from '../core/config.js';
@@ -12,7 +13,9 @@ import { pageBudgetBytes, rowWireBytesMax } from '../core/sync/context.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { SyncError } from '../core/errors.js';
 import { sql } from '../core/db/index.js';
-import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
+import { gunzipSync } from 'node:zlib';
+import { toHttp } from '../functions/edge/http.js';
+import { startTestServer, signToken, type TestServer, type ApiClient } from './support/server.js';
 import { expectStatus, initEmpty, push, pushOk, type PushRow } from './support/write-helpers.js';
 import { pullAll, snapshotAll, type RawAnswer } from './support/read-helpers.js';
 
@@ -68,6 +71,25 @@ describe('page budgets count escaped bytes; rows no page could carry are refused
     expect(snapshot.pages.length).toBeGreaterThanOrEqual(5);
     for (const page of snapshot.pages.slice(0, -1)) expect(escapedBytes(page)).toBeGreaterThan(pageBudgetBytes(limits) - 9000);
     expect(seq).toBe(4);
+  });
+
+  it('large pages are gzipped when the client accepts it (and only then), decoding to the same body', async () => {
+    const token = await signToken('quotes');
+    const get = async (encoding: string) => {
+      const res = await fetch(`${s.url}/sync/committed-bundles/1/rows`, { headers: { authorization: `Bearer ${token}`, 'sync-source-id': c.sourceId, 'accept-encoding': encoding } });
+      return { encoding: res.headers.get('content-encoding'), text: await res.text() };
+    };
+    const plain = await get('identity');
+    const gzipped = await get('gzip, deflate');
+    expect(plain.encoding).toBeNull();
+    expect(gzipped.encoding).toBe('gzip');
+    expect(gzipped.text).toBe(plain.text);
+    expect((await get('gzip;q=0')).encoding).toBeNull();
+    // The compressed result as Lambda counts it (base64) is under the escaped body it replaces.
+    const answer = toHttp({ status: 200, body: { rawJson: plain.text } }, 1, 'gzip');
+    expect(answer.isBase64Encoded).toBe(true);
+    expect((answer.body as string).length).toBeLessThan(Buffer.byteLength(JSON.stringify(plain.text)));
+    expect(gunzipSync(Buffer.from(answer.body as string, 'base64')).toString('utf8')).toBe(plain.text);
   });
 
   it('a row whose rendered form exceeds any page is 413 payload_too_large at commit, and nothing commits', async () => {
