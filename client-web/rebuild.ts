@@ -22,7 +22,7 @@ import { applyStagedSnapshot, applyTransaction, inApplyMode, stageSnapshotRows }
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { isCode } from './http-errors.js';
-import { indexStageTables, outboxTables, resetStageTables, stageTable } from './install.js';
+import { outboxTables, resetStageTables, stageTable } from './install.js';
 import { qi } from './local-schema.js';
 import { unfreeze } from './outbox.js';
 import { guardSource } from './source-recovery.js';
@@ -169,7 +169,6 @@ export async function rebuild(ctx: ClientContext, options: RebuildOptions = {}):
   }
   const done = state;
   const rowsApplied = await applyTransaction(ctx.db, ctx.model, async (tx) => {
-    await indexStageTables(tx, ctx.model);
     const applied = await inApplyMode(tx, () => applyStagedSnapshot(tx, ctx.model));
     await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = ?, rebuild_required = 0 WHERE id = 1', [done.snapshotBundleSeq]);
     await clearRebuildState(ctx, tx);
