@@ -22,6 +22,7 @@ import { commitBreakdownBenchmark } from './commit-breakdown.js';
 import { pullBenchmark } from './pull.js';
 import { hydrationBenchmark } from './hydration.js';
 import { historyScalingBenchmark } from './scaling-history.js';
+import { ownHistoryBenchmark } from './own-history.js';
 import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
 import { roundTripsBenchmark } from './round-trips.js';
@@ -38,6 +39,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   pullBenchmark,
   hydrationBenchmark,
   historyScalingBenchmark,
+  ownHistoryBenchmark,
   bundleSizeBenchmark,
   concurrencyBenchmark,
   roundTripsBenchmark,
