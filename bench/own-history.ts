@@ -9,20 +9,15 @@
  * It runs in a database of its own on the bench's server, with autovacuum off for its tables so
  * that the first phase really has no statistics; its own runtime and gateway serve it.
  */
-import pg from 'pg';
-import { sql, Db, createPool } from '../core/db/index.js';
-import { loadConfig } from '../core/config.js';
-import { bootstrap } from '../core/bootstrap/bootstrap.js';
+import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/index.js';
-import { createRuntime } from '../functions/index.js';
-import { startGateway } from '../dev/gateway.js';
 import { type Benchmark, type BenchContext } from './lib/context.js';
 import { HttpClient } from './lib/http-client.js';
 import { initEmpty, pushBundle } from './lib/push.js';
 import { type Recorder } from './lib/report.js';
 import { insertRows, makeNotes, type Note, type PushRow } from './lib/rows.js';
-import { BENCH_JWT_SECRET } from './lib/server.js';
-import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './lib/schema.js';
+import { BENCH_JWT_SECRET, startSideDatabase } from './lib/server.js';
+import { BENCH_SCHEMA_SQL, SYNC_TABLES_SPEC } from './lib/schema.js';
 import { spread, timed, type Spread } from './lib/stats.js';
 
 const LEVELS = [0, 10_000, 200_000] as const;
@@ -90,27 +85,21 @@ export const ownHistoryBenchmark: Benchmark = {
   name: 'own-history',
   async run(ctx, rec) {
     const { server } = ctx;
-    const base = (server.admin as unknown as { options: { connectionString: string } }).options.connectionString;
-    const url = base.replace(/\/[^/?]*(\?.*)?$/, `/${DATABASE}`);
-    await server.admin.query(`DROP DATABASE IF EXISTS ${DATABASE}`);
-    await server.admin.query(`CREATE DATABASE ${DATABASE}`);
-    const pool = await createPool({ connectionString: url, max: 8, driver: 'pg' });
-    const config = loadConfig({ DATABASE_URL: url, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench-own-history' });
-    const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
-    const admin = new pg.Pool({ connectionString: url, max: 2 });
-    await admin.query(BENCH_SCHEMA_SQL);
-    await bootstrap(db, { tables: BENCH_TABLES });
+    const side = await startSideDatabase(server, DATABASE, {
+      schemaSql: BENCH_SCHEMA_SQL,
+      tables: SYNC_TABLES_SPEC,
+    });
     // No statistics until the second phase: autovacuum would analyze these tables within a minute.
+    const { admin, db } = side;
+    const config = side.runtime.config;
     const tables = await admin.query<{ name: string }>(`
       SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname IN ('bench', 'sync')`);
     for (const t of tables.rows) await admin.query(`ALTER TABLE ${t.name} SET (autovacuum_enabled = false)`);
-    const runtime = createRuntime(config, pool);
-    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET } });
     try {
       const streams: Stream[] = [];
       for (const own of LEVELS) {
         const user = `own-${own}`;
-        const client = new HttpClient(gateway.url, user, `src-${user}`, BENCH_JWT_SECRET, server.roundTrips);
+        const client = new HttpClient(side.url, user, `src-${user}`, BENCH_JWT_SECRET, server.roundTrips);
         await initEmpty(client);
         if (own > 0) {
           const seeded = await timed(() => serverWrite(db, { userId: user, sourceId: 'server:seed', retainedBundlesPerUser: config.limits.retainedBundlesPerUser }, (tx, scope) =>
@@ -173,10 +162,7 @@ export const ownHistoryBenchmark: Benchmark = {
         });
       }
     } finally {
-      await gateway.close();
-      await pool.end();
-      await admin.end();
-      await server.admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`).catch(() => undefined);
+      await side.close();
     }
   },
 };

@@ -21,6 +21,7 @@ import { pushBenchmark } from './push.js';
 import { commitBreakdownBenchmark } from './commit-breakdown.js';
 import { pullBenchmark } from './pull.js';
 import { hydrationBenchmark } from './hydration.js';
+import { browserHydrationBenchmark } from './browser-hydration.js';
 import { historyScalingBenchmark } from './scaling-history.js';
 import { ownHistoryBenchmark } from './own-history.js';
 import { bundleSizeBenchmark } from './scaling-bundle-size.js';
@@ -38,6 +39,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   commitBreakdownBenchmark,
   pullBenchmark,
   hydrationBenchmark,
+  browserHydrationBenchmark,
   historyScalingBenchmark,
   ownHistoryBenchmark,
   bundleSizeBenchmark,
