@@ -61,7 +61,9 @@ const MIME: Record<string, string> = {
 };
 
 function send(res: ServerResponse, status: number, body: string | Buffer | undefined, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { ...CORS_HEADERS, ...headers });
+  // A length, as API Gateway sends: a client can tell the bytes on the wire from the decoded body.
+  const length = body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) };
+  res.writeHead(status, { ...CORS_HEADERS, ...headers, ...length });
   res.end(body);
 }
 
