@@ -12,9 +12,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Page } from 'playwright-core';
-import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/index.js';
-import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
+import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type Benchmark } from './lib/context.js';
 import { startSideDatabase } from './lib/server.js';
@@ -54,12 +53,7 @@ export const browserHydrationBenchmark: Benchmark = {
     try {
       const user = 'browser-carol';
       await serverWrite(side.db, { userId: user, sourceId: 'server:seed', retainedBundlesPerUser: side.runtime.config.limits.retainedBundlesPerUser }, async (tx, scope) => {
-        await tx.query(sql`INSERT INTO demo.lists (id, _sync_scope_id, title, created_at)
-          SELECT md5('list' || i)::uuid, ${scope}, 'List ' || lpad(i::text, 2, '0'), now() + i * interval '1 second' FROM generate_series(1, ${LISTS}::int) i`);
-        await tx.query(sql`INSERT INTO demo.todos (id, _sync_scope_id, list_id, title, done, position, attachment, attachment_name)
-          SELECT md5('todo' || l || '.' || t)::uuid, ${scope}, md5('list' || l)::uuid, 'to-do ' || l || '.' || t, t % 3 = 0, t,
-                 CASE WHEN t % 100 = 0 THEN decode('00ff', 'hex') END, CASE WHEN t % 100 = 0 THEN 'note.bin' END
-          FROM generate_series(1, ${LISTS}::int) l, generate_series(1, ${TODOS_PER_LIST}::int) t`);
+        for (const statement of demoSeed(scope, LISTS, TODOS_PER_LIST)) await tx.query(statement);
       });
       const hydrateOnce = async (i: number | 'warm-up'): Promise<Run> => {
         const context = await browser.newContext({ baseURL: side.url, viewport: { width: 1100, height: 800 } });

@@ -18,10 +18,9 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:f
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createServer } from 'node:net';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/index.js';
-import { startBenchServer, type BenchServer } from './lib/server.js';
+import { freePort, startBenchServer, type BenchServer } from './lib/server.js';
 import { nowMs, spread, timed } from './lib/stats.js';
 import { clientFingerprint, directInsert, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 
@@ -65,17 +64,6 @@ function installPeers(): void {
   }
   // ESM resolves packages from the importing file's folder: the Zero side runs from bench/.peers.
   copyFileSync(join(HERE, 'peers', 'zero-app.mjs'), ZERO_APP);
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 /** A child on Node 22 whose output is kept (and shown when it fails). */

@@ -44,7 +44,8 @@ export interface BenchServer {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+/** A free TCP port on the loopback interface. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.on('error', reject);
