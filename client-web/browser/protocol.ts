@@ -3,7 +3,7 @@
  * tabs (over a BroadcastChannel). Everything here is structured-clone data: BLOBs travel as
  * Uint8Array, errors as `{code, message}`.
  */
-import type { Progress } from '../api.js';
+import type { Progress, StartOptions, SyncStatus } from '../api.js';
 import type { SqlValue } from '../sqlite/port.js';
 
 /** What the main thread tells its worker when it opens the database. */
@@ -30,9 +30,16 @@ export const REMOTE_METHODS = [
   'pullToStable',
   'rebuild',
   'discardRejected',
+  'quarantineRejected',
+  'quarantined',
+  'requeueQuarantined',
+  'dropQuarantined',
   'detach',
   'pendingStatus',
   'watch',
+  'start',
+  'stop',
+  'requestSync',
   'query',
   'run',
   'exec',
@@ -40,8 +47,14 @@ export const REMOTE_METHODS = [
 ] as const;
 export type RemoteMethod = (typeof REMOTE_METHODS)[number];
 
-/** Methods that only read: every other method may change the database. */
-const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query']);
+/** Methods that change no data (reads, and the loop's controls): every other method may. */
+const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'quarantined', 'start', 'stop', 'requestSync']);
+
+/**
+ * The sync loop's options as a worker takes them: structured-clone data only, so no environment
+ * (a worker listens to its own `online`/`offline`; the main thread forwards visibility).
+ */
+export type WorkerStartOptions = Omit<StartOptions, 'environment'>;
 
 /** Methods after which the owner announces a `change`, so every tab can re-read its data. */
 export const CHANGING_METHODS: ReadonlySet<RemoteMethod> = new Set(REMOTE_METHODS.filter((m) => !READ_ONLY_METHODS.has(m)));
@@ -61,7 +74,9 @@ export type WorkerRole = 'starting' | 'owner' | 'follower';
 export type HostEvent =
   | { readonly type: 'progress'; readonly progress: Progress }
   /** The database may have changed: `method` succeeded (in any tab). */
-  | { readonly type: 'change'; readonly method: RemoteMethod };
+  | { readonly type: 'change'; readonly method: RemoteMethod }
+  /** The owner's sync loop reported its status. */
+  | { readonly type: 'status'; readonly status: SyncStatus };
 
 /** Main thread → its own worker. */
 export type ToWorker =
