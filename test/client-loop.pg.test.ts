@@ -11,6 +11,7 @@ import { type LoopEnvironment, type SyncStatus } from '../client-web/api.js';
 import { openDevice, type Device, type DeviceOptions } from './support/client-harness.js';
 import { NO_FAULTS, startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
 import { startTestServer, type TestServer } from './support/server.js';
+import { until } from './support/until.js';
 
 /** Network and visibility signals the test switches. */
 function controlledEnvironment() {
@@ -31,16 +32,6 @@ function controlledEnvironment() {
     goOffline: () => ((online = false), listeners.offline.forEach((l) => l())),
     goOnline: () => ((online = true), listeners.online.forEach((l) => l())),
   };
-}
-
-async function until<T>(what: string, read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 describe('web client: the sync loop (start/stop/onStatus)', () => {

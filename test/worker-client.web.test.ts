@@ -11,6 +11,7 @@ import { sql } from '../core/db/sql.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { findChromium, launchChromium } from './support/browser.js';
 import { signToken, startTestServer, type TestServer } from './support/server.js';
+import { until as untilDone } from './support/until.js';
 import { buildWebFixture } from './support/web-fixture.js';
 import type { FixtureGlobals } from './support/web/sync-page.js';
 
@@ -21,15 +22,8 @@ const USER = 'worker-user';
 /** A change travels page → worker loop → server (debounce + one sync) well within this. */
 const WAIT_MS = 15_000;
 
-async function until<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = WAIT_MS): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls the page (a round trip each) less often than a Node-side read. */
+const until = <T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = WAIT_MS) => untilDone(what, read, done, timeoutMs, 100);
 
 describe.skipIf(!chromiumPath)('worker client in chromium: the sync loop in the worker', { timeout: 120_000 }, () => {
   let s: TestServer;
