@@ -4,6 +4,7 @@
  * Uint8Array, errors as `{code, message}`.
  */
 import type { Progress, StartOptions, SyncStatus } from '../api.js';
+import { isSyncErrorCode, type SyncErrorCode } from '../errors.js';
 import type { SqlValue } from '../sqlite/port.js';
 
 /** What the main thread tells its worker when it opens the database. */
@@ -59,9 +60,24 @@ export type WorkerStartOptions = Omit<StartOptions, 'environment'>;
 /** Methods after which the owner announces a `change`, so every tab can re-read its data. */
 export const CHANGING_METHODS: ReadonlySet<RemoteMethod> = new Set(REMOTE_METHODS.filter((m) => !READ_ONLY_METHODS.has(m)));
 
+/** Failures of the worker machinery itself (on top of the client's SyncErrorCode). */
+export const WorkerErrorCode = {
+  /** The tab that owned the database went away before answering; the call's outcome is unknown. */
+  ownerChanged: 'owner_changed',
+  /** The owner could not open the database or the client (the first open needs the server). */
+  openFailed: 'open_failed',
+  /** The worker is closed. */
+  closed: 'closed',
+  /** The worker script failed (it did not load, or threw). */
+  workerFailed: 'worker_failed',
+  /** Something without a code was thrown in the worker (a SQLite error, a bug). */
+  workerError: 'worker_error',
+} as const;
+export type WorkerErrorCode = (typeof WorkerErrorCode)[keyof typeof WorkerErrorCode];
+
 /** A failure carried across a thread boundary. */
 export interface WireError {
-  readonly code: string;
+  readonly code: SyncErrorCode | WorkerErrorCode;
   readonly message: string;
   readonly name: string;
   readonly status?: number;
@@ -108,7 +124,7 @@ export function toWireError(error: unknown): WireError {
   if (error instanceof Error) {
     const e = error as Error & { code?: unknown; status?: unknown };
     return {
-      code: typeof e.code === 'string' ? e.code : 'worker_error',
+      code: isSyncErrorCode(e.code) ? e.code : 'worker_error',
       message: e.message,
       name: e.name,
       ...(typeof e.status === 'number' ? { status: e.status } : {}),

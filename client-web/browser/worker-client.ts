@@ -19,13 +19,14 @@ import type {
 } from '../api.js';
 import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import type { SqlRow, SqlValue } from '../sqlite/port.js';
-import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerOpenConfig, WorkerRole, WorkerStartOptions } from './protocol.js';
+import type { SyncErrorCode } from '../errors.js';
+import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerErrorCode, WorkerOpenConfig, WorkerRole, WorkerStartOptions } from './protocol.js';
 
 /** A failure in the worker (or at the owning tab), with the code the client gave it. */
 export class WorkerCallError extends Error {
   override readonly name = 'WorkerCallError';
-  /** e.g. `network_error`, `push_rejected`, `owner_changed`, `open_failed`, `closed`, `aborted`. */
-  readonly code: string;
+  /** The client's code (e.g. `network_error`, `source_recovery_required`), or the worker's own (`owner_changed`, `open_failed`, `closed`). */
+  readonly code: SyncErrorCode | WorkerErrorCode;
   /** The HTTP status when the failure came from the server. */
   readonly status: number | undefined;
   /** The class name of the original error. */
