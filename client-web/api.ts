@@ -184,7 +184,7 @@ export interface PendingStatus {
   readonly quarantinedRows: number;
 }
 
-/** A row moved out of a rejected bundle, with the server's reason (contract §10 "Quarantine"). */
+/** A row moved out of a rejected bundle, with the server's reason (the quarantine, quarantine.ts). */
 export interface QuarantinedRow {
   readonly id: number;
   /** Server schema and table. */
@@ -268,8 +268,8 @@ export interface StartOptions {
   readonly backoff?: { readonly baseMs: number; readonly maxMs: number };
   /**
    * When the server refuses this device's source (`source_recovery_required`), rebuild with a new
-   * source at once instead of waiting for the app's `rebuild()` (rule 6: recovery stays the app's
-   * choice, made here once). Default false.
+   * source at once instead of waiting for the app's `rebuild()` (protocol §10.6: recovery stays
+   * the app's choice, made here once). Default false.
    */
   readonly recoverSource?: boolean;
   readonly environment?: LoopEnvironment;

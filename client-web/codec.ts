@@ -1,10 +1,10 @@
 /**
- * Converts values between the application's SQLite columns and the wire (contract §4, §10),
+ * Converts values between the application's SQLite columns and the wire (protocol §4.2),
  * driven by the server's column types (capabilities) and the local column's declared affinity:
  * bytea ↔ BLOB as base64, uuid ↔ TEXT or 16-byte BLOB as dashed lowercase text, boolean ↔ 0/1,
  * json ↔ TEXT, bigint/numeric ↔ exact decimal strings, the rest as they are.
  *
- * What SQLite cannot hold natively is stored as TEXT in its wire form (contract §10): arrays as
+ * What SQLite cannot hold natively is stored as TEXT in its wire form (protocol §4.2): arrays as
  * the JSON text of the wire's JSON array, `NaN` as the text `NaN` (SQLite turns a NaN REAL into
  * NULL), infinite and BC timestamps as the wire's strings. Infinite floats are REALs (SQLite holds
  * them) and travel as `"Infinity"`/`"-Infinity"`.
@@ -65,7 +65,7 @@ export interface ColumnCodec {
 
 const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** Non-finite numbers as the wire spells them (contract §10). */
+/** Non-finite numbers as the wire spells them (protocol §4.2). */
 const SPECIAL_NUMBERS: ReadonlyMap<string, number> = new Map([['NaN', Number.NaN], ['Infinity', Infinity], ['-Infinity', -Infinity]]);
 
 function nonFiniteToWire(value: number): string {

@@ -33,8 +33,8 @@ export async function fetchBundleRows(ctx: ClientContext, bundleSeq: number): Pr
 }
 
 /**
- * The rows of this device's own committed bundle for its replay, or `pruned` when they are gone
- * (the bundle fell below the retained floor before the replay: rule 4, a snapshot has them).
+ * The rows of this device's own committed bundle for its replay, or `pruned` when they are gone:
+ * the bundle fell below the retained floor before the replay (protocol §10.2); a snapshot has them.
  */
 export async function fetchOwnBundle(ctx: ClientContext, bundle: Pick<BundleSummary, 'bundle_seq' | 'source_bundle_id'>, sourceBundleId: number): Promise<{ readonly kind: 'rows'; readonly rows: CommittedRow[] } | { readonly kind: 'pruned' }> {
   // The row counts may differ: the server captures its cascades and triggers into the same

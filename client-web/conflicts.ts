@@ -1,5 +1,5 @@
 /**
- * Conflict resolution (contract §9): every conflict a `push_conflict` answer reports is resolved in
+ * Conflict resolution (protocol §10.3): every conflict a `push_conflict` answer reports is resolved in
  * one round by its table's policy — the server's row (the default), the local change pushed again
  * on top of the server's version, or a merged payload — and the frozen bundle is rewritten under
  * the same source tuple (a refused commit consumed nothing).

@@ -197,7 +197,7 @@ export class Coordinator {
     );
   }
 
-  /** A source refusal is recorded durably: the next rebuild rotates, even after a restart (rule 5). */
+  /** A source refusal is recorded durably: the next rebuild rotates, even after a restart (protocol §10.5). */
   private async sourceRefused(run: Run, error: SyncHttpError): Promise<SyncEvent> {
     run.sourceError = error;
     await this.db.transaction((tx) => recordSourceRefusal(tx, replacementReason(error.code as SourceRefusal)));
@@ -302,7 +302,7 @@ export class Coordinator {
   /**
    * Replays a committed bundle in one transaction with acknowledging its tuple, so a crash either
    * keeps the frozen bundle (and the retry converges to `already_committed`) or has done both. A
-   * bundle whose rows were pruned meanwhile is acknowledged and rebuilt instead (rule 4).
+   * bundle whose rows were pruned meanwhile is acknowledged and rebuilt instead (protocol §10.2).
    */
   private async replay(run: Run, frozen: FrozenBundle, bundle: { bundle_seq: number; source_bundle_id: number; row_count: number }, alreadyCommitted: boolean): Promise<SyncEvent> {
     const fetched = await fetchOwnBundle(this.ctx, bundle, frozen.sourceBundleId);
@@ -333,7 +333,7 @@ export class Coordinator {
     const checkpoint = (await readAttachment(this.db)).checkpoint;
     const page = await pullPage(this.ctx, checkpoint, run.pullTarget);
     if (page.kind === 'history_pruned') {
-      // Durable first: a crash during the rebuild resumes it on the next sync (rule 6).
+      // Durable first: a crash during the rebuild resumes it on the next sync (protocol §10.6).
       await this.db.transaction(this.needsRebuild);
       run.pullTarget = undefined;
       return { type: 'history_pruned' };
@@ -432,7 +432,7 @@ export class Coordinator {
     if ((await readAttachment(this.db)).userId !== null) await this.db.transaction(this.needsRebuild);
   }
 
-  /** Connects this device to `userId` (rule 8), then pushes and hydrates as the answer says. */
+  /** Connects this device to `userId` (protocol §10.8), then pushes and hydrates as the answer says. */
   async attach(userId: string): Promise<AttachResult> {
     const current = await readAttachment(this.db);
     if (current.userId === userId) return { status: 'attached', resolution: 'already_attached', hydratedRows: 0 };

@@ -41,7 +41,7 @@ export interface Facts {
   /** The frozen bundle: none, one waiting to be pushed, or one the server rejected. */
   readonly frozen: 'none' | 'pending' | 'rejected';
   readonly rebuildRequired: boolean;
-  /** The server refused this device's source; only a rotating rebuild recovers (rule 5). */
+  /** The server refused this device's source; only a rotating rebuild recovers (protocol §10.5). */
   readonly sourceRefused: boolean;
 }
 
@@ -73,9 +73,9 @@ export type SyncEvent =
   | { readonly type: 'replay_pruned' }
   /** Another device initialized the scope first: the local changes go back to the dirty set; rebuild, push on top. */
   | { readonly type: 'scope_taken' }
-  /** The checkpoint is below the retained floor (rule 3). */
+  /** The checkpoint is below the retained floor (protocol §10.4). */
   | { readonly type: 'history_pruned' }
-  /** The server refused this device's source (rule 5). */
+  /** The server refused this device's source (protocol §10.5). */
   | { readonly type: 'source_refused' }
   /** A page of complete bundles was applied; `more`: the stable ceiling is not reached yet. */
   | { readonly type: 'page_applied'; readonly more: boolean };
@@ -146,7 +146,7 @@ function rebuild(m: Machine, changes: Partial<Machine> = {}): Machine {
 /** Where a run goes once nothing is left to push. */
 function afterPushing(m: Machine, facts: Facts): Machine {
   if (m.goal === 'push') return to(m, 'done');
-  // Checkpoint recovery resumes by itself (rule 6): a freeze or a discard may have required it.
+  // Checkpoint recovery resumes by itself (protocol §10.6): a freeze or a discard may have required it.
   if (facts.rebuildRequired && m.rebuilds < MAX_REBUILDS) return rebuild(m);
   return to(m, m.goal === 'sync' ? 'pull' : 'done');
 }

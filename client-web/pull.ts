@@ -1,5 +1,5 @@
 /**
- * The pull step (specification item 4, rule 3): one page of complete committed bundles after the
+ * The pull step (protocol §5.4, §10.3–§10.4): one page of complete committed bundles after the
  * checkpoint, up to the stable ceiling the first page froze. Bundles too large for one response
  * (`rows_omitted`) are completed from the committed-rows endpoint first, so a page is always whole
  * bundles. The coordinator applies the page (rows and checkpoint in one transaction) and asks for

@@ -1,12 +1,12 @@
 /**
- * The push step (specification items 2–3, rules 1–2): one frozen bundle through a staged push
+ * The push step (protocol §5.2–§5.3, §10.1–§10.2): one frozen bundle through a staged push
  * session, answered as an outcome. The step only talks to the server; what an outcome does to the
  * local database (replay, conflict resolution, a rejection, a reconnect) is the coordinator's.
  *
  *   create ─▶ chunks ─▶ commit ─▶ committed
- *     │ already_committed ─────▶ committed (alreadyCommitted: a lost answer, rule 2)
+ *     │ already_committed ─────▶ committed (alreadyCommitted: a lost answer, §10.2)
  *     │ scope refusals ────────▶ scope_refused      (connect again)
- *     │ source refusals ───────▶ source_refused     (rule 5, recovery is explicit)
+ *     │ source refusals ───────▶ source_refused     (§10.5, recovery is explicit)
  *     │ payload_too_large ─────▶ too_large          (freeze fewer rows), or rejected for one row
  *     │ invalid_request ───────▶ rejected
  *               chunk out of order ─▶ resume at the server's ordinal

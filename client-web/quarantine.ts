@@ -1,5 +1,5 @@
 /**
- * Salvaging a rejected bundle (contract §10 "Quarantine"): instead of holding every change behind
+ * Salvaging a rejected bundle (the quarantine): instead of holding every change behind
  * one bad row, the offending row — the one `push_rejected` names by table and key (or the only row
  * of a one-row bundle) — moves into `_sync_quarantine` with the rejection, together with every row
  * that depends on it by foreign key (in the bundle, or pending locally), and the rest of the

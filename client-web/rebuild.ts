@@ -1,5 +1,5 @@
 /**
- * The rebuild steps (specification item 5, rules 3–6): create a snapshot session (with
+ * The rebuild steps (protocol §5.6, §10.4–§10.6): create a snapshot session (with
  * `source_replacement` when rotating), download its pages into the stage tables, and delete the
  * session afterwards. Fresh installs, pruned history, a replay below the retained floor and source
  * recovery all rebuild this way; the coordinator decides when, records the session, adopts a
@@ -18,7 +18,7 @@ import { recordSnapshotProgress, type SnapshotDownload } from './state.js';
 import { type SyncHttpError } from './transport.js';
 import { SnapshotAnswer } from './wire.js';
 
-/** A rotation to request with the snapshot (rule 5). */
+/** A rotation to request with the snapshot (protocol §10.5). */
 export interface Rotation {
   readonly previousSourceId: string;
   readonly newSourceId: string;

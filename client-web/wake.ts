@@ -4,8 +4,8 @@
  * otherwise; it calls `wake(latestBundleSeq)` whenever the server may hold bundles past the
  * checkpoint. The loop then syncs (coalescing wake-ups that arrive during a sync).
  *
- * `long-poll` (here) waits on `GET /sync/watch`. A push-notification source (`GET /sync/ws`,
- * contract §10) plugs in the same way: a factory in WAKE_SOURCES under its mode name, or passed as
+ * `long-poll` (here) waits on `GET /sync/watch`. A push-notification source (`GET /sync/ws`)
+ * plugs in the same way: a factory in WAKE_SOURCES under its mode name, or passed as
  * `watch` in the client's config; long poll stays the fallback.
  */
 import { WatchResponse } from '../core/protocol/read-path.js';

@@ -98,7 +98,7 @@ describe('client sync state machine (pure)', () => {
       .toEqual(['push', 'push', 'push', 'pull', 'pull', 'done']);
   });
 
-  it('sync: a required rebuild resumes first (rule 6), but a frozen bundle is pushed before it', () => {
+  it('sync: a required rebuild resumes first (protocol §10.6), but a frozen bundle is pushed before it', () => {
     expect(walk('sync', { ...CLEAN, rebuildRequired: true }, [{ type: 'rebuilt', facts: CLEAN }])).toEqual(['rebuild', 'push']);
     expect(walk('sync', { ...CLEAN, frozen: 'pending', rebuildRequired: true }, [
       { type: 'pushed', facts: { ...CLEAN, rebuildRequired: true } },

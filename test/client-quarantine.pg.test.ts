@@ -1,5 +1,5 @@
 /**
- * Issue 16 (contract §10 "Quarantine"): a rejected bundle is salvaged, not just discarded. The
+ * Issue 16 (the quarantine): a rejected bundle is salvaged, not just discarded. The
  * row `push_rejected` names (and the rows of the bundle depending on it by foreign key) move into
  * `_sync_quarantine` with the violation, the rest is pushed, later writes keep flowing, and the app
  * lists the quarantine, fixes and re-queues a row, or drops it. Real wa-sqlite, HTTP, PostgreSQL.
