@@ -152,6 +152,9 @@ export class Transport {
       const message = typeof body['message'] === 'string' ? body['message'] : `HTTP ${response.status}`;
       const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
       if (isServerErrorCode(body['error'])) throw new SyncHttpError(body['error'], response.status, message, body, retryAfterMs);
+      // API Gateway answers a request over Lambda's invoke limit with its own 413 and no Lockstep
+      // code: it means what ours means, so the caller splits the request either way.
+      if (response.status === 413) throw new SyncHttpError('payload_too_large', 413, message, body, retryAfterMs);
       // Not the server's vocabulary (a proxy's error page, a newer server's code): keep the status,
       // which still tells retriable (5xx, 429) from not, and the body for diagnostics.
       const what = typeof body['error'] === 'string' ? `unknown error code ${body['error']}` : `HTTP ${response.status} without an error code`;

@@ -24,7 +24,7 @@ describe.skipIf(!chromiumPath)('SQLite port conformance: wa-sqlite on OPFS in ch
   beforeAll(async () => {
     const dir = await buildWebFixture({ page: 'test/support/web/sqlite-conformance-page.ts', 'conformance-worker': 'test/support/web/sqlite-conformance-worker.ts' });
     s = await startTestServer({ staticDir: dir });
-    browser = await launchChromium(chromiumPath as string);
+    browser = await launchChromium(chromiumPath as NonNullable<typeof chromiumPath>);
     const page = await (await browser.newContext({ baseURL: s.url })).newPage();
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(e.message));

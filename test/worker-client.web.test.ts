@@ -37,7 +37,7 @@ describe.skipIf(!chromiumPath)('worker client in chromium: the sync loop in the 
   beforeAll(async () => {
     const dir = await buildWebFixture({ page: 'test/support/web/sync-page.ts', 'lockstep-worker': 'test/support/web/sync-worker.ts' });
     s = await startTestServer({ staticDir: dir });
-    browser = await launchChromium(chromiumPath as string);
+    browser = await launchChromium(chromiumPath as NonNullable<typeof chromiumPath>);
     page = await (await browser.newContext({ baseURL: s.url })).newPage();
     page.on('pageerror', (e) => errors.push(e.message));
     await page.goto('/');
