@@ -157,7 +157,11 @@ class Client implements SyncClient {
   }
 
   attach(userId: string): Promise<AttachResult> {
-    return this.run(() => this.coordinator.attach(userId));
+    return this.run(async () => {
+      const result = await this.coordinator.attach(userId);
+      if (result.status === 'attached' && result.resolution !== 'already_attached') this.loop.attachmentChanged();
+      return result;
+    });
   }
 
   sync(): Promise<SyncResult> {
@@ -224,7 +228,11 @@ class Client implements SyncClient {
   }
 
   detach(): Promise<DetachResult> {
-    return this.run(() => this.coordinator.detach());
+    return this.run(async () => {
+      const result = await this.coordinator.detach();
+      if (result.status === 'detached') this.loop.attachmentChanged();
+      return result;
+    });
   }
 
   /** Reads only, so it does not wait for a sync in progress (the database queue orders it). */

@@ -163,6 +163,15 @@ export class SyncLoop {
     this.schedule(this.options.debounceMs ?? DEFAULTS.debounceMs, 'debounce');
   }
 
+  /**
+   * The attachment changed outside the loop (an attach or a detach by the app): the wake source
+   * belonged to the old state, and the next cycle decides afresh.
+   */
+  attachmentChanged(): void {
+    this.stopWakeSource();
+    this.schedule(0, 'force');
+  }
+
   /** The app asks for a sync now (a "sync now" button, writes through another handle): it cuts a backoff short. */
   requestSync(): void {
     this.schedule(0, 'force');
