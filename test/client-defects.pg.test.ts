@@ -113,6 +113,24 @@ describe('web client defects (issue 16)', () => {
     expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 1 });
   });
 
+  it('1: NaN and infinities round-trip (protocol §4.2): REAL infinities, NaN kept as text, numeric NaN', async () => {
+    const user = 'd1-special-numbers';
+    const a = await device(user);
+    const b = await device(user);
+    await a.client.attach(user);
+    await b.client.attach(user);
+    await a.db.run("INSERT INTO kinds (code, ratio, amount) VALUES ('inf', ?, 'NaN'), ('-inf', ?, NULL), ('nan', 'NaN', NULL)", [Infinity, -Infinity]);
+    expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 3 });
+    const server = await s.t.exec("SELECT code, ratio::text AS ratio, amount::text AS amount FROM app.kinds WHERE _sync_scope_id = $1 ORDER BY code", [user]);
+    expect(server.rows).toEqual([{ code: '-inf', ratio: '-Infinity', amount: null }, { code: 'inf', ratio: 'Infinity', amount: 'NaN' }, { code: 'nan', ratio: 'NaN', amount: null }]);
+    await b.client.sync();
+    expect(await b.db.query('SELECT code, ratio, typeof(ratio) AS t, amount FROM kinds ORDER BY code')).toEqual([
+      { code: '-inf', ratio: -Infinity, t: 'real', amount: null },
+      { code: 'inf', ratio: Infinity, t: 'real', amount: 'NaN' },
+      { code: 'nan', ratio: 'NaN', t: 'text', amount: null },
+    ]);
+  });
+
   it('2: an upper-case uuid in a TEXT key is refused at the write (invalid_local_row), never duplicated', async () => {
     const user = 'd2-upper';
     const a = await device(user);
