@@ -239,7 +239,7 @@ describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () 
     expect(b.pageErrors).toEqual([]);
   });
 
-  it('shows a conflict resolved by the server, and a rejected push with a discard button', async () => {
+  it('shows a conflict resolved by the server, and a refused to-do set aside (quarantined) with a drop button', async () => {
     // Both devices rename the same to-do offline; the laptop syncs first and its version wins.
     await a1.context.setOffline(true);
     await a2.context.setOffline(true);
@@ -269,18 +269,21 @@ describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () 
     await list(a1.page, 'Party').waitFor({ state: 'detached' });
     await until('laptop synced the delete', () => text(a1.page, 'pending-rows'), '0');
     await a2.context.setOffline(false);
-    await testid(a2.page, 'rejected').waitFor({ state: 'visible', timeout: SYNC_WAIT_MS });
-    const message = await text(a2.page, 'rejected-message');
-    await screenshot(a2.page, SHOTS, 'e-phone-rejected');
-    expect(message).not.toBe('');
-    expect(await text(a2.page, 'pending-rows')).not.toBe('0');
-    await testid(a2.page, 'discard-rejected').click();
-    await testid(a2.page, 'rejected').waitFor({ state: 'hidden', timeout: SYNC_WAIT_MS });
+    // The server refuses the to-do (its list is gone): the client sets it aside and syncs the rest.
+    await testid(a2.page, 'quarantine').waitFor({ state: 'visible', timeout: SYNC_WAIT_MS });
+    const quarantined = a2.page.locator('[data-testid="quarantined"]');
+    expect(await quarantined.count()).toBe(1);
+    const message = (await quarantined.first().textContent()) ?? '';
+    expect(message).toContain('balloons');
+    await screenshot(a2.page, SHOTS, 'e-phone-quarantined');
+    await until('phone has nothing pending with the refused row set aside', () => text(a2.page, 'pending-rows'), '0');
     await list(a2.page, 'Party').waitFor({ state: 'detached', timeout: SYNC_WAIT_MS });
-    await until('phone has nothing pending after the discard', () => text(a2.page, 'pending-rows'), '0');
     expect(await todo(a2.page, 'balloons').count()).toBe(0);
+    expect(await testid(a2.page, 'rejected').isHidden()).toBe(true);
+    await quarantined.first().locator('[data-testid="quarantine-drop"]').click();
+    await testid(a2.page, 'quarantine').waitFor({ state: 'hidden', timeout: SYNC_WAIT_MS });
     expect(Object.keys(await serverTodos(s, 'alice'))).not.toContain('balloons');
-    console.log(`rejected push shown as: ${message}`);
+    console.log(`refused to-do shown as: ${message}`);
     expect([...a1.pageErrors, ...a2.pageErrors]).toEqual([]);
   });
 

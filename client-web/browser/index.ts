@@ -5,4 +5,4 @@
  */
 export { hostSyncWorker, type WorkerHostOptions } from './worker-host.js';
 export { connectSyncWorker, WorkerCallError, type WorkerClientEvents, type WorkerSyncClient } from './worker-client.js';
-export { type HostEvent, type SqlStatement, type WireError, type WorkerOpenConfig, type WorkerRole } from './protocol.js';
+export { WorkerErrorCode, type HostEvent, type SqlStatement, type WireError, type WorkerOpenConfig, type WorkerRole, type WorkerStartOptions } from './protocol.js';

@@ -1,22 +1,21 @@
 /**
  * The demo's main thread: sign-in, the lists and todos UI, and the sync status bar. The data lives
  * in SQLite (OPFS) inside the sync worker (worker.ts); this file only sends SQL and client calls
- * there and renders what comes back, so the app works the same offline. SyncLoop decides when to
- * sync; the service worker (sw.ts) caches this shell so a reload works offline too.
+ * there and renders what comes back, so the app works the same offline. The client's own sync
+ * loop (`client.start()`) decides when to sync and reports its status; the service worker (sw.ts)
+ * caches this shell so a reload works offline too.
  */
 import { connectSyncWorker, WorkerCallError, type WorkerSyncClient } from '../../client-web/browser/worker-client.js';
-import type { PendingStatus, Progress } from '../../client-web/api.js';
+import type { PendingStatus, Progress, QuarantinedRow, SyncStatus } from '../../client-web/api.js';
 import { dbNameFor } from './local-schema.js';
 import { clearSession, loadSession, mintDevToken, saveSession, type Session } from './session.js';
 import { ATTACHMENT_BYTES_MAX, createStore, TODOS_SHOWN_MAX, type ListRow, type Store, type TodoRow } from './store.js';
-import { SyncLoop, type SyncState } from './sync-loop.js';
 import { byId, el, formatBytes, reconcile, setInputValue } from './view.js';
 
 interface Running {
   readonly session: Session;
   readonly client: WorkerSyncClient;
   readonly store: Store;
-  readonly loop: SyncLoop;
   readonly selectedKey: string;
   selectedListId: string | null;
   /** Ends the event subscriptions of this session. */
@@ -68,7 +67,8 @@ async function signOut(): Promise<void> {
   const run = current;
   if (!run) return;
   const blocked = byId('sign-out-blocked');
-  if (navigator.onLine) await run.loop.syncNow();
+  // One last sync, so what is pending can leave before the detach (which refuses while it is there).
+  if (navigator.onLine) await run.client.sync().catch(() => undefined);
   const result = await run.client.detach();
   if (result.status === 'blocked') {
     blocked.textContent = `Sign-out blocked: ${result.pendingRows} pending row${result.pendingRows === 1 ? ' is' : 's are'} not synced yet. Go online and sync first.`;
@@ -85,7 +85,6 @@ async function endSession(): Promise<void> {
   const run = current;
   if (!run) return;
   current = null;
-  run.loop.stop();
   for (const off of run.off) off();
   await run.client.close();
 }
@@ -109,17 +108,6 @@ function startSession(session: Session): void {
     selectedKey,
     selectedListId: localStorage.getItem(selectedKey),
     off: [],
-    loop: new SyncLoop({
-      client,
-      userId: session.userId,
-      isActive: () => client.role === 'owner',
-      refreshToken: async () => {
-        const fresh = await mintDevToken(session.userId);
-        saveSession(fresh);
-        client.setToken(fresh.token);
-      },
-      onChange: (state) => renderSyncState(state),
-    }),
   };
   current = run;
   run.off.push(
@@ -128,21 +116,32 @@ function startSession(session: Session): void {
       const badge = byId('tab-role');
       badge.dataset['state'] = role;
       badge.textContent = role === 'owner' ? 'this tab syncs' : role === 'follower' ? 'another tab syncs' : 'starting';
-      renderSyncState(run.loop.state);
-      if (role === 'owner') run.loop.request(0);
+      if (client.status) renderSyncStatus(client.status);
     }),
-    client.on('change', ({ method }) => {
-      scheduleRender();
-      // Writes from any tab reach the owner as change events; it syncs them, debounced.
-      if ((method === 'run' || method === 'transaction' || method === 'exec') && client.role === 'owner') run.loop.request();
+    // Any tab's writes and syncs: re-read the rows (the owner's loop syncs the writes by itself).
+    client.on('change', () => scheduleRender()),
+    client.on('status', (status) => {
+      renderSyncStatus(status);
+      if (status.lastError?.code === 'authentication_failed') act(() => refreshToken(run));
     }),
   );
   scheduleRender();
-  run.loop.start().catch((error: unknown) => {
+  // The library's sync loop, in whichever tab owns the database: attach this user if needed, then
+  // sync after writes, on watch wake-ups, on `online` and visibility, with backoff. A refused source
+  // (a cloned or restored database) rotates by itself.
+  client.start({ userId: session.userId, recoverSource: true, backoff: { baseMs: 1000, maxMs: 15_000 } }).catch((error: unknown) => {
     showError(error);
     // The first start of a device needs the server (its table specs); try again when online.
     if (error instanceof WorkerCallError && error.code === 'open_failed') addEventListener('online', () => location.reload(), { once: true });
   });
+}
+
+/** The server refused the token (it expired): get a fresh one and sync again. */
+async function refreshToken(run: Running): Promise<void> {
+  const fresh = await mintDevToken(run.session.userId);
+  saveSession(fresh);
+  run.client.setToken(fresh.token);
+  await run.client.requestSync();
 }
 
 // ── Rendering ───────────────────────────────────────────────────────────────────────────────────
@@ -175,6 +174,7 @@ function coalesced(task: () => Promise<void>): () => void {
 function scheduleRender(): void {
   renderRows();
   renderPending();
+  renderQuarantined();
 }
 
 const renderRows = coalesced(async () => {
@@ -206,31 +206,66 @@ function renderStatus(status: PendingStatus): void {
   byId('rejected-message').textContent = rejected ? `${rejected.code}: ${rejected.message}` : '';
 }
 
-function renderSyncState(state: Readonly<SyncState>): void {
-  const online = navigator.onLine && state.reachable;
+/** Rows the server refused, set aside by the client (the quarantine), each with its reason. */
+function renderQuarantine(run: Running, rows: readonly QuarantinedRow[]): void {
+  byId('quarantine').hidden = rows.length === 0;
+  reconcile(
+    byId('quarantine-list'),
+    rows,
+    (row) => String(row.id),
+    (row) => {
+      const li = el('li', { testid: 'quarantined' });
+      const what = row.row?.['title'] ?? row.key;
+      li.append(
+        el('span', {}, `${row.table === 'todos' ? 'to-do' : 'list'} “${String(what)}”${row.dependsOn === null ? '' : ' (depends on another refused row)'}: ${row.message} `),
+        el('button', { testid: 'quarantine-retry', title: 'push it again', onclick: () => act(() => run.client.requeueQuarantined(row.id)) }, 'Retry'),
+        el('button', { testid: 'quarantine-drop', title: 'forget this change', onclick: () => act(() => run.client.dropQuarantined(row.id)) }, 'Drop'),
+      );
+      return li;
+    },
+    (li, row) => {
+      li.dataset['key'] = row.key;
+    },
+  );
+}
+
+const renderQuarantined = coalesced(async () => {
+  const run = current;
+  if (!run) return;
+  const rows = await run.client.quarantined();
+  if (current === run) renderQuarantine(run, rows);
+});
+
+function renderSyncStatus(status: SyncStatus): void {
+  const unreachable = status.phase === 'backoff' || status.lastError?.code === 'network_error';
+  const online = navigator.onLine && !unreachable;
+  const syncing = status.phase === 'syncing';
   const net = byId('net-state');
-  net.dataset['state'] = state.syncing && online ? 'syncing' : online ? 'online' : 'offline';
-  net.textContent = !navigator.onLine ? 'offline' : !state.reachable ? 'server unreachable' : state.syncing ? 'syncing…' : 'online';
-  byId('last-sync').textContent = state.lastSyncedAt
-    ? `last synced ${new Date(state.lastSyncedAt).toLocaleTimeString()}`
+  net.dataset['state'] = syncing && online ? 'syncing' : online ? 'online' : 'offline';
+  net.textContent = !navigator.onLine ? 'offline' : unreachable ? 'server unreachable' : syncing ? 'syncing…' : 'online';
+  byId('last-sync').textContent = status.lastSyncedAt
+    ? `last synced ${new Date(status.lastSyncedAt).toLocaleTimeString()}`
     : current?.client.role === 'follower'
       ? 'synced by another tab'
-      : state.attached
+      : status.attachedUserId
         ? 'not synced this session'
         : 'not attached yet';
-  byId('attach-note').textContent = state.attachNote ?? '';
+  const attach = status.attach;
+  byId('attach-note').textContent = attach?.status === 'attached'
+    ? `${attach.resolution.replaceAll('_', ' ')}${attach.hydratedRows ? `: ${attach.hydratedRows} rows hydrated` : ''}`
+    : attach?.status === 'retry_later' ? `the server is initializing this user; retrying in ${Math.ceil(attach.retryAfterMs / 1000)} s` : '';
   const conflicts = byId('conflicts');
-  conflicts.hidden = state.conflictsResolved === 0;
-  conflicts.textContent = `${state.conflictsResolved} conflict${state.conflictsResolved === 1 ? '' : 's'} resolved: another device changed the same rows first, and the server's version was kept.`;
+  conflicts.hidden = status.conflictsResolved === 0;
+  conflicts.textContent = `${status.conflictsResolved} conflict${status.conflictsResolved === 1 ? '' : 's'} resolved: another device changed the same rows first, and the server's version was kept.`;
   const error = byId('sync-error');
-  error.hidden = state.lastError === null;
-  error.textContent = state.lastError ? `last error: ${state.lastError}` : '';
+  // A held rejection has its own notice.
+  const lastError = status.rejected ? null : status.lastError;
+  error.hidden = lastError === null;
+  error.textContent = lastError ? `last error: ${lastError.code}: ${lastError.message}` : '';
   const phase = byId('progress-phase');
-  if (!state.syncing && phase.textContent === 'downloaded, applying') phase.textContent = 'hydrated';
-  if (state.rejected) {
-    byId('rejected').hidden = false;
-    byId('rejected-message').textContent = `${state.rejected.code}: ${state.rejected.message}`;
-  }
+  if (!syncing && phase.textContent === 'downloaded, applying') phase.textContent = 'hydrated';
+  byId('rejected').hidden = status.rejected === null;
+  byId('rejected-message').textContent = status.rejected ? `${status.rejected.code}: ${status.rejected.message}` : '';
   scheduleRender();
 }
 
@@ -368,10 +403,14 @@ byId<HTMLFormElement>('new-todo-form').addEventListener('submit', (event) => {
   act(async () => run.store.addTodo(listId, title, file ? { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) } : null));
 });
 
-byId('sync-now').addEventListener('click', () => act(() => current?.loop.syncNow() ?? Promise.resolve()));
-byId('discard-rejected').addEventListener('click', () => act(() => current?.loop.discardRejected() ?? Promise.resolve()));
-addEventListener('online', () => current && renderSyncState(current.loop.state));
-addEventListener('offline', () => current && renderSyncState(current.loop.state));
+byId('sync-now').addEventListener('click', () => act(() => current?.client.requestSync() ?? Promise.resolve()));
+byId('discard-rejected').addEventListener('click', () => act(async () => void (await current?.client.discardRejected())));
+for (const type of ['online', 'offline']) {
+  addEventListener(type, () => {
+    const status = current?.client.status;
+    if (status) renderSyncStatus(status);
+  });
+}
 
 // ── Start ───────────────────────────────────────────────────────────────────────────────────────
 
