@@ -64,21 +64,30 @@ interface Level {
   readonly pullMs: Spread;
 }
 
-async function measure(ctx: BenchContext, rec: Recorder, s: Stream, label: string): Promise<Level> {
-  const commits: number[] = [];
-  const pulls: number[] = [];
-  // One unmeasured round first: the user's pages and the plans come into cache as in use.
-  const warm = await commitOnce(s);
-  await s.client.get(`/sync/pull?after_bundle_seq=${warm.seq - 1}&max_bundles=1`);
-  for (let i = 0; i < ctx.runs(7); i++) {
-    const c = await commitOnce(s);
-    rec.check(`${label}: run ${i} is the full fixed bundle`, c.rows === INSERTS + UPDATES + DELETES, `${c.rows} rows`);
-    commits.push(c.commitMs);
-    const pulled = await timed(() => s.client.get<{ bundles: { row_count: number }[] }>(`/sync/pull?after_bundle_seq=${c.seq - 1}&max_bundles=1`));
-    rec.expectEqual(`${label}: run ${i} pulled rows`, pulled.result.body.bundles[0]?.row_count ?? -1, INSERTS + UPDATES + DELETES);
-    pulls.push(pulled.ms);
+/**
+ * One phase: every user's warm-up round, then the measured runs interleaved across users (run i
+ * of every level before run i + 1 of any), so a change in the shared machine's load falls on all
+ * levels alike instead of on whichever level it happened to coincide with.
+ */
+async function measurePhase(ctx: BenchContext, rec: Recorder, streams: readonly Stream[], phase: string): Promise<Level[]> {
+  const commits: number[][] = streams.map(() => []);
+  const pulls: number[][] = streams.map(() => []);
+  for (const s of streams) {
+    const warm = await commitOnce(s);
+    await s.client.get(`/sync/pull?after_bundle_seq=${warm.seq - 1}&max_bundles=1`);
   }
-  return { commitMs: spread(commits), pullMs: spread(pulls) };
+  for (let i = 0; i < ctx.runs(7); i++) {
+    for (const [j, s] of streams.entries()) {
+      const label = `${phase}, ${LEVELS[j]} own rows`;
+      const c = await commitOnce(s);
+      rec.check(`${label}: run ${i} is the full fixed bundle`, c.rows === INSERTS + UPDATES + DELETES, `${c.rows} rows`);
+      commits[j]?.push(c.commitMs);
+      const pulled = await timed(() => s.client.get<{ bundles: { row_count: number }[] }>(`/sync/pull?after_bundle_seq=${c.seq - 1}&max_bundles=1`));
+      rec.expectEqual(`${label}: run ${i} pulled rows`, pulled.result.body.bundles[0]?.row_count ?? -1, INSERTS + UPDATES + DELETES);
+      pulls[j]?.push(pulled.ms);
+    }
+  }
+  return streams.map((_, j) => ({ commitMs: spread(commits[j] ?? []), pullMs: spread(pulls[j] ?? []) }));
 }
 
 export const ownHistoryBenchmark: Benchmark = {
@@ -119,11 +128,9 @@ export const ownHistoryBenchmark: Benchmark = {
       const phases: { name: string; levels: Level[] }[] = [];
       for (const phase of ['never analyzed', 'analyzed'] as const) {
         if (phase === 'analyzed') await admin.query('ANALYZE');
-        const levels: Level[] = [];
-        for (const [i, s] of streams.entries()) {
-          const level = await measure(ctx, rec, s, `${phase}, ${LEVELS[i]} own rows`);
+        const levels = await measurePhase(ctx, rec, streams, phase);
+        for (const [i, level] of levels.entries()) {
           ctx.log(`${phase}, ${LEVELS[i]} own rows: commit ${level.commitMs.median.toFixed(1)} ms, pull ${level.pullMs.median.toFixed(1)} ms`);
-          levels.push(level);
         }
         phases.push({ name: phase, levels });
       }
