@@ -202,6 +202,17 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
     const tbl = lit(t.local);
     const key = qi(t.key.name);
     const cols = t.columns.map((c) => qi(c.name));
+    if (await untouched(tx, t)) {
+      // A first hydration of this table: nothing local to keep, replace or delete, so the staged
+      // rows are copied as they are, in the server's key order (appends to the key index), with
+      // no per-row lookups and no stage index. Half the cost of the general path below.
+      applied += (await tx.run(`INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${stage} s`)).changes;
+      await tx.run(`INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, s.${key}, s._sync_row_version, 0 FROM ${stage} s`);
+      if ((await columnsToRefresh(tx, t)).length > 0) await tx.run('UPDATE _sync_local_model SET refresh = NULL WHERE tbl = ?', [t.local]);
+      continue;
+    }
+    // The general path joins the stage on the key: index it once, now.
+    await tx.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${qi(`${stageTable(t)}_key`)} ON ${stage} (${key})`);
     const pending = (ref: string) => `EXISTS (SELECT 1 FROM _sync_dirty d WHERE d.tbl = ${tbl} AND d.key = ${ref})`;
     // Dirty marks that change nothing (forgetNoOp in statements()) must not keep snapshot rows out.
     await tx.run(
@@ -235,6 +246,14 @@ export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalMode
       `WHERE NOT ${pending(`s.${key}`)} ON CONFLICT (tbl, key) DO NOTHING`);
   }
   return applied;
+}
+
+/** True when a table has no rows, no pending or skipped keys and no row versions (tombstones included). */
+async function untouched(tx: SqliteStatements, t: TableModel): Promise<boolean> {
+  const [row] = await tx.query<{ used: number }>(
+    `SELECT EXISTS (SELECT 1 FROM ${qi(t.local)}) OR EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ?1) ` +
+    'OR EXISTS (SELECT 1 FROM _sync_row_meta WHERE tbl = ?1) OR EXISTS (SELECT 1 FROM _sync_skipped WHERE tbl = ?1) AS used', [t.local]);
+  return Number(row?.used ?? 1) === 0;
 }
 
 /**

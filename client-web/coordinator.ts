@@ -19,7 +19,7 @@ import { resolveConflicts } from './conflicts.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { replacementReason, type SourceRefusal } from './http-errors.js';
-import { dropStageTables, indexStageTables, outboxTables, resetStageTables } from './install.js';
+import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
 import { dropOutbox, freeze, unfreeze, type FreezeLimits } from './outbox.js';
 import { pullPage } from './pull.js';
@@ -407,7 +407,6 @@ export class Coordinator {
     }
     const done = download;
     const rowsApplied = await applyTransaction(this.db, this.ctx.model, async (tx) => {
-      await indexStageTables(tx, this.ctx.model);
       const applied = await inApplyMode(tx, () => applyStagedSnapshot(tx, this.ctx.model));
       await checkpointAtSnapshot(tx, done.snapshotBundleSeq);
       await clearSnapshotDownload(tx);

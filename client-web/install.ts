@@ -211,7 +211,7 @@ export async function resetStageTables(tx: SqliteStatements, model: LocalModel):
   for (const t of model.tables) {
     const cols = t.columns.map((c) => qi(c.name)).join(', ');
     // No key index while pages stream in (it would cost as much as the inserts); the final apply
-    // builds it once (indexStageTables) before it joins on the key.
+    // builds it once, and only when it joins on the key (applyStagedSnapshot).
     await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))};
 CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM ${qi(t.local)} WHERE 0;`);
   }
@@ -220,13 +220,6 @@ CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM
 /** Drops the stage tables of a finished (or abandoned) snapshot download. */
 export async function dropStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
   for (const t of model.tables) await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))}`);
-}
-
-/** Indexes the stage tables by key, once, before the final apply joins on it. */
-export async function indexStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
-  for (const t of model.tables) {
-    await tx.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${qi(`${stageTable(t)}_key`)} ON ${qi(stageTable(t))} (${qi(t.key.name)})`);
-  }
 }
 
 /** Names of existing outbox tables (at most one in normal operation). */

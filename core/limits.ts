@@ -50,6 +50,17 @@ export interface Limits {
   readonly dbConnectTimeoutMs: number;
   /** How long an idle pooled connection is kept. */
   readonly dbIdleTimeoutMs: number;
+  /**
+   * Room in `maxResponseBytes` for the function result around the body (status, headers, the
+   * base64 flag): page bodies are budgeted to the rest, counted escaped as Lambda counts them.
+   */
+  readonly responseEnvelopeBytes: number;
+  /**
+   * Room in a page for its own envelope around a single row (a committed-rows page's bundle head,
+   * source id included). A committed row larger than the page budget less this could never be
+   * served, so its commit is refused (413 payload_too_large).
+   */
+  readonly pageEnvelopeBytes: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
 }
@@ -83,6 +94,8 @@ export const defaultLimits: Limits = Object.freeze({
   dbConnectTimeoutMs: 10_000,
   dbIdleTimeoutMs: 30_000,
   catalogRefreshSeconds: 15,
+  responseEnvelopeBytes: 2048,
+  pageEnvelopeBytes: 1024,
 });
 
 /** The wire names of the limits, as capabilities' `bundle_limits` reports them. */

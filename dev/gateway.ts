@@ -61,7 +61,9 @@ const MIME: Record<string, string> = {
 };
 
 function send(res: ServerResponse, status: number, body: string | Buffer | undefined, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { ...CORS_HEADERS, ...headers });
+  // A length, as API Gateway sends: a client can tell the bytes on the wire from the decoded body.
+  const length = body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) };
+  res.writeHead(status, { ...CORS_HEADERS, ...headers, ...length });
   res.end(body);
 }
 
@@ -206,7 +208,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     } as HttpApiEvent;
     const invoke = () => group.handler(event);
     const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
-    send(res, result.statusCode, result.body, result.headers);
+    // API Gateway decodes a base64 result (a compressed body) before it goes out; so does this.
+    send(res, result.statusCode, result.isBase64Encoded && result.body !== undefined ? Buffer.from(result.body, 'base64') : result.body, result.headers);
   }
 
   const server = createServer((req, res) => {

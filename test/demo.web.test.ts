@@ -10,9 +10,8 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Browser, type Page } from 'playwright-core';
 import { parseTables } from '../core/config.js';
-import { sql } from '../core/db/sql.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
-import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
+import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { findChromium, launchChromium, openDemoDevice, screenshot, type DemoDevice } from './support/browser.js';
 import { startTestServer, type TestServer } from './support/server.js';
@@ -292,12 +291,7 @@ describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () 
     const lists = 20;
     const todosPerList = 999;
     await serverWrite(s.t.db, { userId: 'carol', sourceId: 'server:seed', retainedBundlesPerUser: 10_000 }, async (tx, scope) => {
-      await tx.query(sql`INSERT INTO demo.lists (id, _sync_scope_id, title, created_at)
-        SELECT md5('list' || i)::uuid, ${scope}, 'List ' || lpad(i::text, 2, '0'), now() + i * interval '1 second' FROM generate_series(1, ${lists}::int) i`);
-      await tx.query(sql`INSERT INTO demo.todos (id, _sync_scope_id, list_id, title, done, position, attachment, attachment_name)
-        SELECT md5('todo' || l || '.' || t)::uuid, ${scope}, md5('list' || l)::uuid, 'to-do ' || l || '.' || t, t % 3 = 0, t,
-               CASE WHEN t % 100 = 0 THEN decode('00ff', 'hex') END, CASE WHEN t % 100 = 0 THEN 'note.bin' END
-        FROM generate_series(1, ${lists}::int) l, generate_series(1, ${todosPerList}::int) t`);
+      for (const statement of demoSeed(scope, lists, todosPerList)) await tx.query(statement);
     });
     const total = lists + lists * todosPerList;
     expect(total).toBe(20_000);

@@ -399,8 +399,10 @@ describe('write path: limits (small SYNC_LIMIT_* overrides)', () => {
       expect(Buffer.byteLength(JSON.stringify(p))).toBeLessThanOrEqual(2000);
     }
     expect(bundleHash(got)).toBe(committed.bundle_hash);
-    // A single row bigger than the budget still comes alone (a page always carries one row).
-    const huge = await pushOk(c, [list(uuid(), 'h'.repeat(3000)), list(uuid(), 'small')], { sourceBundleId: 2 });
+    // A row no response could carry is refused at commit (contract §10), the source bundle unused;
+    // a row that fills most of a page comes alone (a page always carries one row).
+    expectStatus(await push(c, [list(uuid(), 'h'.repeat(3000)), list(uuid(), 'small')], { sourceBundleId: 2 }), 413, 'payload_too_large');
+    const huge = await pushOk(c, [list(uuid(), 'h'.repeat(1150)), list(uuid(), 'small')], { sourceBundleId: 2 });
     const page = await c.get(`/sync/committed-bundles/${huge.bundle_seq}/rows`);
     expect(page.body.rows).toHaveLength(1);
     expect(page.body).toMatchObject({ next_row_ordinal: 1, has_more: true });

@@ -268,7 +268,7 @@ async function adoptNewTables(tx: Queryable, entries: readonly CatalogEntry[], r
     for (const e of entries) {
       await tx.query(sql`
         INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)
-        SELECT nextval('sync.capture_seq'), txid_current(), s.table_id, s.key_bytes, false, s.payload
+        SELECT nextval('sync.capture_seq'), txid_current(), s.table_id, s.key_bytes, false, s.payload_text::jsonb
           FROM (${raw(e.snapshotSql.replaceAll('$1', quoteLiteral(scope)))}) s ORDER BY s.key_bytes`);
     }
     const [row] = await tx.query<{ answer: { row_count: number } | null }>(sql`SELECT sync.server_bundle_finish(${retained}) AS answer`);

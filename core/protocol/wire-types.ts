@@ -6,6 +6,9 @@ export type WireCategory = 'bytea' | 'decimal' | 'uuid' | 'timestamptz' | 'json'
 
 /** The wire category of a type as `format_type` spells it (capabilities' column `type`). */
 export function wireCategory(type: string): WireCategory {
+  // An array travels as a JSON array of its element's wire form (contract §10); the server renders
+  // the elements, and the client keeps the array as JSON text. `numeric[]` is not a decimal.
+  if (type.endsWith('[]')) return 'other';
   if (type === 'bytea') return 'bytea';
   if (type === 'bigint' || type.startsWith('numeric')) return 'decimal';
   if (type === 'uuid') return 'uuid';

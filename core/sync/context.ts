@@ -46,7 +46,25 @@ export function pageSize(requested: number | undefined, fallback: number, max: n
   return Math.min(requested ?? fallback, max);
 }
 
-/** The byte budget for a page body: the response limit less room for the envelope. */
+/**
+ * The byte budget of a page body, in the bytes Lambda counts: the body's UTF-8 once escaped as a
+ * JSON string (the managed functions measure rows with sync.wire_bytes). The response limit less
+ * the function result's envelope. A compressing edge never exceeds it: it sends the compressed
+ * form only when its base64 is smaller than the escaped text.
+ */
 export function pageBudgetBytes(limits: Limits): number {
-  return Math.floor(limits.maxResponseBytes * 0.9);
+  return limits.maxResponseBytes - reserve(limits, limits.responseEnvelopeBytes);
 }
+
+/** The largest committed row, in escaped bytes, that a page can carry alone; commit refuses larger ones. */
+export function rowWireBytesMax(limits: Limits): number {
+  return pageBudgetBytes(limits) - reserve(limits, limits.pageEnvelopeBytes);
+}
+
+/** An envelope reserve, never more than an eighth of a (test-sized) response limit. */
+function reserve(limits: Limits, bytes: number): number {
+  return Math.min(bytes, Math.floor(limits.maxResponseBytes / 8));
+}
+
+/** SQLSTATE of finalize_bundle's refusal of a row no response could carry (→ 413 payload_too_large). */
+export const ROW_TOO_LARGE_SQLSTATE = 'LS413';

@@ -90,7 +90,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
       };
-      return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
+      return toHttp(await route.run(request, ctx), requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();

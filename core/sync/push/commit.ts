@@ -6,7 +6,7 @@
 import { sql } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
 import { type CommitResponse, type Conflict } from '../../protocol/index.js';
-import { unwrap, type Actor, type SyncContext } from '../context.js';
+import { unwrap, rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE, type Actor, type SyncContext } from '../context.js';
 
 export interface Violation {
   readonly sqlstate: string;
@@ -84,9 +84,11 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   try {
     const [row] = await ctx.db.query<{ answer: unknown }>(sql`
       SELECT sync.push_commit(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${ctx.limits.maxConflictsPerAnswer},
-                              ${ctx.limits.retainedBundlesPerUser}) AS answer`);
+                              ${ctx.limits.retainedBundlesPerUser}, ${rowWireBytesMax(ctx.limits)}) AS answer`);
     answer = row?.answer;
   } catch (error) {
+    // A committed row no response could carry: the statement failed, so nothing committed.
+    if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
     if (certainlyRolledBack(error)) throw error;
     await ctx.db.query(sql`SELECT nextval('sync.counter_commit_outcome_unknown')`).catch(() => undefined);
     throw new SyncError('commit_outcome_unknown',

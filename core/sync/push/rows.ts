@@ -50,6 +50,17 @@ function containsNul(value: unknown): boolean {
   return false;
 }
 
+/**
+ * JSON.parse reads a number beyond the double range (`1e400`) as ±Infinity, which would reach
+ * PostgreSQL as null: a silent loss. Such a value is refused wherever it sits in a payload.
+ */
+function containsNonFinite(value: unknown): boolean {
+  if (typeof value === 'number') return !Number.isFinite(value);
+  if (Array.isArray(value)) return value.some(containsNonFinite);
+  if (value !== null && typeof value === 'object') return Object.values(value).some(containsNonFinite);
+  return false;
+}
+
 function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
@@ -85,6 +96,10 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
       if (value === null) continue;
       if (containsNul(value)) {
         add(`payload.${name}`, 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)');
+        continue;
+      }
+      if (containsNonFinite(value)) {
+        add(`payload.${name}`, 'a JSON number beyond the double range (such as 1e400) cannot be stored; send NaN and infinities as the strings "NaN", "Infinity", "-Infinity"');
         continue;
       }
       if (tooDeep(value, limits.maxJsonDepth)) {

@@ -27,7 +27,7 @@ $fn$
 `);
 
 export const serverBundleFinishSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.server_bundle_finish(p_retained integer) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION sync.server_bundle_finish(p_retained integer, p_max_row_bytes bigint DEFAULT NULL) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_pk bigint := nullif(current_setting('lockstep.user_pk', true), '')::bigint;
   v_source text := current_setting('lockstep.source', true);
@@ -45,7 +45,7 @@ BEGIN
   SELECT last_source_bundle_id + 1 INTO STRICT v_sbid FROM sync.source_state WHERE user_pk = v_pk AND source_id = v_source;
   UPDATE sync.scope_state SET status = 'initialized', initialization_id = NULL, lease_source_id = NULL,
     lease_expires_at = NULL, updated_at = now() WHERE user_pk = v_pk AND status <> 'initialized';
-  RETURN sync.finalize_bundle(v_pk, v_seq, v_source, v_sbid, NULL, p_retained);
+  RETURN sync.finalize_bundle(v_pk, v_seq, v_source, v_sbid, NULL, p_retained, p_max_row_bytes);
 END
 $fn$
 `);

@@ -6,12 +6,17 @@
  */
 import { sql, type Db, type Queryable } from '../../db/index.js';
 import { type BundleSummary } from '../../protocol/index.js';
+import { SyncError } from '../../errors.js';
+import { defaultLimits } from '../../limits.js';
+import { rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE } from '../context.js';
 
 export interface ServerWriteOptions {
   readonly userId: string;
   /** The server's own source id, e.g. "server:billing". It gets its own bundle sequence. */
   readonly sourceId: string;
   readonly retainedBundlesPerUser: number;
+  /** The largest committed row in escaped wire bytes (rowWireBytesMax of the limits); default: that of the default limits. */
+  readonly rowWireBytesMax?: number;
 }
 
 export interface ServerWriteResult<T> {
@@ -24,7 +29,14 @@ export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (t
   return db.runTx(async (tx) => {
     await tx.query(sql`SELECT sync.server_bundle_begin(${options.userId}, ${options.sourceId})`);
     const result = await fn(tx, options.userId);
-    const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}) AS answer`);
-    return { result, bundle: row?.answer ?? null };
+    try {
+      const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`
+        SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}, ${options.rowWireBytesMax ?? rowWireBytesMax(defaultLimits)}) AS answer`);
+      return { result, bundle: row?.answer ?? null };
+    } catch (error) {
+      // A row no response could carry would leave every device of the user unable to pull past it.
+      if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
+      throw error;
+    }
   });
 }
