@@ -124,8 +124,10 @@ function descriptionFormat(meta: ReadonlyMap<string, string>): DescriptionFormat
 
 /** Managed objects equal the stored description; drift fails (it is never repaired silently). */
 async function verifyManaged(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
-  const meta = await readMeta(tx).catch(() => null);
-  if (!meta) throw new ManagedLayoutMismatchError(['table sync.meta is missing or unreadable']);
+  // Never a `.catch` around a failing read here: inside a transaction the failure aborts it, and
+  // the next statement would report 25P02. readLayoutVersion checked the bookkeeping's shape.
+  if (!(await readLayoutVersion(tx))) throw new ManagedLayoutMismatchError(['the schema sync is missing']);
+  const meta = await readMeta(tx);
   const problems: string[] = [];
   if (meta.get('ready') !== 'true') problems.push('the layout is not marked ready (sync.meta ready)');
   const stored = meta.get('layout_description');
