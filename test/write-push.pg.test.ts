@@ -253,6 +253,46 @@ describe('write path: push sessions', () => {
     expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [rowsB[0]!.key['id']])).rows[0].n).toBe(0);
   });
 
+  // Issue 15 item 3: without request_hash both sessions answered "committed" and only the first
+  // one's rows existed. The server now compares the rows themselves.
+  it('two sessions of one bundle without request_hash and with different rows: the loser gets push_request_mismatch', async () => {
+    const c = await user('p-race-nohash');
+    const rowsA = [list(uuid(), 'A')];
+    const rowsB = [list(uuid(), 'B')];
+    const a = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
+    const b = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
+    expectStatus(await c.post(`/sync/push-sessions/${a.body.push_id}/chunks`, { start_row_ordinal: 0, rows: rowsA }), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${b.body.push_id}/chunks`, { start_row_ordinal: 0, rows: rowsB }), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${a.body.push_id}/commit`), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${b.body.push_id}/commit`), 409, 'push_request_mismatch');
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [rowsB[0]!.key['id']])).rows[0].n).toBe(0);
+    // The same rows again, by a session without a hash: they are the committed ones, so it converges.
+    const again = await push(c, rowsA, { sourceBundleId: 1, requestHash: false });
+    expectStatus(again, 200);
+    expect(again.body).toMatchObject({ status: 'committed', bundle_seq: 1, source_bundle_id: 1 });
+    // With the client's hash the committed tuple is recognised at create, as before.
+    const known = await create(c, { source_bundle_id: 1, planned_row_count: 1, request_hash: requestHash(rowsA) });
+    expect(known.body).toMatchObject({ status: 'already_committed', bundle_seq: 1 });
+  });
+
+  it('create without request_hash for a committed tuple stages the rows so commit can compare them', async () => {
+    const c = await user('p-late-nohash');
+    const rowsA = [list(uuid(), 'A')];
+    await pushOk(c, rowsA, { sourceBundleId: 1, requestHash: false });
+    // "already_committed" here would tell a client whose rows differ that they were applied.
+    const late = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
+    expectStatus(late, 200);
+    expect(late.body.status).toBe('staging');
+    const rowsB = [list(uuid(), 'B')];
+    expectStatus(await c.post(`/sync/push-sessions/${late.body.push_id}/chunks`, { start_row_ordinal: 0, rows: rowsB }), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${late.body.push_id}/commit`), 409, 'push_request_mismatch');
+    // A hash sent later for the tuple is compared with the hash of the rows that committed.
+    const mismatch = await create(c, { source_bundle_id: 1, planned_row_count: 1, request_hash: requestHash(rowsB) });
+    expectStatus(mismatch, 409, 'push_request_mismatch');
+    const same = await create(c, { source_bundle_id: 1, planned_row_count: 1, request_hash: requestHash(rowsA) });
+    expect(same.body).toMatchObject({ status: 'already_committed', bundle_seq: 1 });
+  });
+
   it('request_hash: the client-computed hash is accepted, a wrong one is refused at commit', async () => {
     const c = await user('p-hash');
     const listId = uuid();

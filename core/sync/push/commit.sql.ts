@@ -102,6 +102,7 @@ DECLARE
   v_cat record;
   v_tables smallint[];
   v_delete_tables smallint[];
+  v_hash text;
   v_result jsonb;
   v_state text; v_msg text; v_detail text; v_constraint text; v_schema text; v_table text; v_column text;
 BEGIN
@@ -127,13 +128,18 @@ BEGIN
   SELECT bundle_seq INTO v_existing FROM sync.bundle_log
    WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
   IF FOUND THEN
-    -- Another session of the same (source, source_bundle_id) committed first. With other rows
-    -- (a different request_hash) this session's rows were never applied: answering "committed"
-    -- would make the client drop them, so it is the same mismatch push-session create reports.
-    IF v_ps.request_hash IS NOT NULL AND EXISTS (SELECT 1 FROM sync.bundle_log WHERE user_pk = v_ps.user_pk
-         AND bundle_seq = v_existing AND request_hash IS NOT NULL AND request_hash <> v_ps.request_hash) THEN
+    -- Another session of the same (source, source_bundle_id) committed first. Unless this
+    -- session's rows are the committed ones, they were never applied: answering "committed"
+    -- would make the client drop them, so it is the mismatch push-session create reports. The
+    -- rows are compared by their request hash, computed here from what was staged (a client
+    -- may have sent none); a bundle committed without a stored hash cannot be matched.
+    v_hash := sync.push_request_hash(p_push);
+    IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
+      RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
+    END IF;
+    IF (SELECT request_hash FROM sync.bundle_log WHERE user_pk = v_ps.user_pk AND bundle_seq = v_existing) IS DISTINCT FROM v_hash THEN
       RETURN sync.err('push_request_mismatch', format(
-        'source bundle %s of source %s was committed by another session with a different request_hash',
+        'source bundle %s of source %s was committed by another session with other rows',
         v_ps.source_bundle_id, v_ps.source_id));
     END IF;
     UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
@@ -153,7 +159,10 @@ BEGIN
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
-  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> sync.push_request_hash(p_push) THEN
+  -- The hash of the staged rows is stored with the bundle even when the client sent none, so a
+  -- later session of the same (source, source_bundle_id) is compared by its rows, never trusted.
+  v_hash := sync.push_request_hash(p_push);
+  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
     RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
   END IF;
 
@@ -227,7 +236,7 @@ BEGIN
       '_detail', v_detail));
   END;
 
-  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_ps.request_hash, p_retained);
+  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_hash, p_retained);
   UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_seq WHERE push_id = p_push;
   DELETE FROM sync.push_session_rows WHERE push_id = p_push;
   UPDATE sync.scope_state SET status = 'initialized', lease_source_id = NULL, lease_expires_at = NULL, updated_at = now()

@@ -23,22 +23,28 @@ BEGIN
   SELECT * INTO v_bundle FROM sync.bundle_log
    WHERE user_pk = v_pk AND source_id = p_source AND source_bundle_id = p_source_bundle_id;
   IF FOUND THEN
-    IF p_request_hash IS NOT NULL AND v_bundle.request_hash IS NOT NULL AND v_bundle.request_hash <> p_request_hash THEN
-      RETURN sync.err('push_request_mismatch', format(
-        'source bundle %s of source %s was committed with a different request_hash', p_source_bundle_id, p_source));
+    IF p_request_hash IS NOT NULL THEN
+      IF v_bundle.request_hash IS NOT NULL AND v_bundle.request_hash <> p_request_hash THEN
+        RETURN sync.err('push_request_mismatch', format(
+          'source bundle %s of source %s was committed with a different request_hash', p_source_bundle_id, p_source));
+      END IF;
+      RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_pk, v_bundle.bundle_seq);
     END IF;
-    RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_pk, v_bundle.bundle_seq);
-  END IF;
-  SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_pk = v_pk AND source_id = p_source;
-  IF p_source_bundle_id <= v_last THEN
-    RETURN sync.err('source_sequence_changed', format(
-      'source bundle %s of source %s is at or below its last committed bundle %s, which is no longer retained',
-      p_source_bundle_id, p_source, v_last), jsonb_build_object('last_source_bundle_id', v_last));
-  END IF;
-  IF p_source_bundle_id > v_last + 1 THEN
-    RETURN sync.err('source_sequence_out_of_order', format(
-      'source bundle %s of source %s skips ahead: the next expected is %s', p_source_bundle_id, p_source, v_last + 1),
-      jsonb_build_object('expected_source_bundle_id', v_last + 1));
+    -- Without a hash nobody can tell these rows from other rows under the same id, and answering
+    -- "already committed" would make a client drop rows that were never applied. A staging
+    -- session takes the rows; commit compares them with the committed ones (push_commit).
+  ELSE
+    SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_pk = v_pk AND source_id = p_source;
+    IF p_source_bundle_id <= v_last THEN
+      RETURN sync.err('source_sequence_changed', format(
+        'source bundle %s of source %s is at or below its last committed bundle %s, which is no longer retained',
+        p_source_bundle_id, p_source, v_last), jsonb_build_object('last_source_bundle_id', v_last));
+    END IF;
+    IF p_source_bundle_id > v_last + 1 THEN
+      RETURN sync.err('source_sequence_out_of_order', format(
+        'source bundle %s of source %s skips ahead: the next expected is %s', p_source_bundle_id, p_source, v_last + 1),
+        jsonb_build_object('expected_source_bundle_id', v_last + 1));
+    END IF;
   END IF;
   v_err := sync.check_push_scope(v_pk, p_source, p_init);
   IF v_err IS NOT NULL THEN
