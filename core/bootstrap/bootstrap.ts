@@ -252,6 +252,8 @@ async function adoptFresh(tx: Queryable, infos: readonly TableInfo[], catalog: r
     FROM numbered n JOIN sync.user_state u ON u.user_id = n.scope
     GROUP BY u.user_pk
     RETURNING row_count::text AS n`);
+  // Each user's adoption bundle is a committed bundle (status: bundles_committed).
+  if (rows.length > 0) await tx.query(sql`SELECT sync.count('bundles_committed', ${rows.length})`);
   return rows.reduce((sum, r) => sum + Number(r.n), 0);
 }
 

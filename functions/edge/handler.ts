@@ -4,7 +4,7 @@
  */
 import { SyncError } from '../../core/errors.js';
 import { type Db } from '../../core/db/index.js';
-import { type Actor, type SyncContext } from '../../core/sync/index.js';
+import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
@@ -88,9 +88,12 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         db: requestDb,
         actor,
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
-        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
+        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
       };
-      return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
+      const answer = await route.run(request, ctx);
+      // The database answered this request: record what an outage kept from it (rarely anything).
+      if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
+      return toHttp(answer, requestDb.roundTrips.count);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();

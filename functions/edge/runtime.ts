@@ -4,7 +4,7 @@
  */
 import { loadConfig, type Config } from '../../core/config.js';
 import { Db, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
-import { loadCatalog, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
+import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
 
 export interface Runtime {
   readonly config: Config;
@@ -18,6 +18,8 @@ export interface Runtime {
   catalog(via?: Queryable): Promise<Catalog>;
   /** Forgets the cached catalog (a request met drift); the next request reloads it. */
   invalidateCatalog(): void;
+  /** Counts this container saw while the database was unreachable, recorded by a later request. */
+  readonly pending: PendingCounters;
 }
 
 /**
@@ -31,6 +33,7 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
   return {
     config,
     db,
+    pending: new PendingCounters(),
     catalog(via: Queryable = db) {
       if (cached && Date.now() - loadedAt > config.limits.catalogRefreshSeconds * 1000) cached = undefined;
       if (!cached) {

@@ -4,7 +4,8 @@ import { migration0001 } from './0001-initial.js';
 import { migration0002 } from './0002-versioned-layout.js';
 import { migration0003 } from './0003-commit-key-probes.js';
 import { migration0004 } from './0004-push-rows-compared.js';
+import { migration0005 } from './0005-counter-ledger.js';
 
-export const MIGRATIONS: readonly Migration[] = [migration0001, migration0002, migration0003, migration0004];
+export const MIGRATIONS: readonly Migration[] = [migration0001, migration0002, migration0003, migration0004, migration0005];
 
 export { type Migration } from './migration.js';

@@ -9,6 +9,7 @@ export const maintenanceStepSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.maintenance_step(p_batch integer) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_push_rows integer; v_push integer; v_snap_rows integer; v_snap integer; v_bundle_rows integer := 0; v_n integer;
+  v_pruned integer; v_folded integer;
   v_u record;
 BEGIN
   DELETE FROM sync.push_session_rows WHERE ctid = ANY (ARRAY(
@@ -35,12 +36,24 @@ BEGIN
     v_bundle_rows := v_bundle_rows + v_n;
     IF v_n < p_batch THEN
       DELETE FROM sync.bundle_log WHERE user_pk = v_u.user_pk AND bundle_seq > v_u.pruned_through AND bundle_seq <= v_u.retained_floor;
+      GET DIAGNOSTICS v_pruned = ROW_COUNT;
+      IF v_pruned > 0 THEN
+        PERFORM sync.count('bundles_pruned', v_pruned);
+      END IF;
       UPDATE sync.user_state SET pruned_through = v_u.retained_floor WHERE user_pk = v_u.user_pk;
     END IF;
   END LOOP;
+  -- Fold the counter ledger into its totals, a batch at a time; rows inserted meanwhile stay for
+  -- the next step, and two runs never fold one row twice (each deletes what it returns).
+  WITH moved AS (
+    DELETE FROM sync.counter_deltas WHERE ctid = ANY (ARRAY(SELECT ctid FROM sync.counter_deltas LIMIT p_batch))
+    RETURNING name, delta)
+  INSERT INTO sync.counter_totals AS t (name, value) SELECT name, sum(delta) FROM moved GROUP BY name
+  ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value;
+  GET DIAGNOSTICS v_folded = ROW_COUNT;
   RETURN jsonb_build_object('push_session_rows', v_push_rows, 'push_sessions', v_push, 'snapshot_session_rows', v_snap_rows,
-    'snapshot_sessions', v_snap, 'bundle_rows', v_bundle_rows,
-    'more', v_push_rows + v_push + v_snap_rows + v_snap + v_bundle_rows > 0);
+    'snapshot_sessions', v_snap, 'bundle_rows', v_bundle_rows, 'counters_folded', v_folded,
+    'more', v_push_rows + v_push + v_snap_rows + v_snap + v_bundle_rows + v_folded > 0);
 END
 $fn$
 `);

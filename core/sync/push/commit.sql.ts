@@ -78,7 +78,9 @@ BEGIN
   UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
    WHERE user_pk = p_user_pk AND source_id = p_source;
   PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
-  PERFORM nextval('sync.counter_bundles_committed');
+  -- Counted by this transaction: a bundle whose transaction dies after this point is not counted.
+  -- The sequence is what builds before layout 5 read in /syncx/status.
+  PERFORM sync.count('bundles_committed', 1), nextval('sync.counter_bundles_committed');
   RETURN jsonb_build_object('bundle_seq', p_seq, 'source_id', p_source, 'source_bundle_id', p_source_bundle_id,
     'row_count', v_count, 'bundle_hash', v_hash);
 END
