@@ -52,6 +52,17 @@ export interface Limits {
   readonly dbIdleTimeoutMs: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
+  /** Staging push sessions one user may hold at once (contract §10); over it: 429 rate_limited. */
+  readonly maxOpenPushSessionsPerUser: number;
+  /** Snapshot sessions one user may hold at once (contract §10); each is a copy of all their rows. */
+  readonly maxOpenSnapshotSessionsPerUser: number;
+  /** Bytes of request bodies one user may have staged in open push sessions (contract §10). */
+  readonly maxStagedBytesPerUser: number;
+  /**
+   * How often maintenance runs: the local runtime's timer, and the Retry-After of a cap held only
+   * by expired sessions waiting to be removed. The template's schedule matches it.
+   */
+  readonly maintenanceIntervalSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -83,6 +94,10 @@ export const defaultLimits: Limits = Object.freeze({
   dbConnectTimeoutMs: 10_000,
   dbIdleTimeoutMs: 30_000,
   catalogRefreshSeconds: 15,
+  maxOpenPushSessionsPerUser: 64,
+  maxOpenSnapshotSessionsPerUser: 8,
+  maxStagedBytesPerUser: 256 * 1024 * 1024,
+  maintenanceIntervalSeconds: 60,
 });
 
 /** The wire names of the limits, as capabilities' `bundle_limits` reports them. */
@@ -104,6 +119,9 @@ export function limitsToWire(limits: Limits): Record<string, number> {
     retained_bundles_per_user: limits.retainedBundlesPerUser,
     watch_max_wait_seconds: limits.watchMaxWaitSeconds,
     max_conflicts_per_answer: limits.maxConflictsPerAnswer,
+    max_open_push_sessions_per_user: limits.maxOpenPushSessionsPerUser,
+    max_open_snapshot_sessions_per_user: limits.maxOpenSnapshotSessionsPerUser,
+    max_staged_bytes_per_user: limits.maxStagedBytesPerUser,
   };
 }
 

@@ -10,6 +10,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createRemoteJWKSet, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { functionRoutes, createHandler, type LambdaHandler, type Route, type Runtime, type HttpApiEvent } from '../functions/index.js';
+import { runMaintenance } from '../core/sync/index.js';
 
 export interface GatewayAuth {
   readonly secret?: string | undefined;
@@ -27,6 +28,11 @@ export interface GatewayOptions {
   readonly devTokens?: boolean;
   /** Wraps every handler call; tests use it to inject faults. */
   readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
+  /**
+   * Runs maintenance every `maintenance_interval_seconds`, as Lambda's schedule does in AWS
+   * (expired sessions stop counting against the per-user caps only once it removes them).
+   */
+  readonly maintenance?: boolean;
 }
 
 export interface Gateway {
@@ -209,6 +215,22 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     send(res, result.statusCode, result.body, result.headers);
   }
 
+  // One run at a time; a run that fails (the database is down) is simply tried again next time.
+  let maintaining = false;
+  const limits = runtime.config.limits;
+  const timer = options.maintenance
+    ? setInterval(() => {
+        if (maintaining) return;
+        maintaining = true;
+        runMaintenance(runtime.db.forRequest(), limits, limits.maintenanceIntervalSeconds * 1000)
+          .catch(() => undefined)
+          .finally(() => {
+            maintaining = false;
+          });
+      }, limits.maintenanceIntervalSeconds * 1000)
+    : undefined;
+  timer?.unref();
+
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
       // The client went away mid-request: nobody to answer, nothing to report.
@@ -227,6 +249,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     server,
     close: () =>
       new Promise<void>((resolve) => {
+        clearInterval(timer);
         server.closeAllConnections();
         server.close(() => resolve());
       }),

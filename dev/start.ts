@@ -61,6 +61,7 @@ async function main(): Promise<void> {
     port: Number(env['PORT'] ?? 8787),
     staticDir,
     devTokens: env['SYNC_JWT_SECRET'] === DEV_SECRET || env['LOCKSTEP_DEV_TOKENS'] === '1',
+    maintenance: true,
   });
   console.log(`lockstep: serving on ${gateway.url.replace('127.0.0.1', 'localhost')} (health: /syncx/health)`);
 

@@ -146,6 +146,8 @@ BEGIN
     END IF;
     UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
     DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+    UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+     WHERE user_pk = v_ps.user_pk;
     RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_existing);
   END IF;
   v_err := sync.check_source(v_ps.user_pk, v_ps.source_id, true);
@@ -243,6 +245,9 @@ BEGIN
   DELETE FROM sync.push_session_rows WHERE push_id = p_push;
   UPDATE sync.scope_state SET status = 'initialized', lease_source_id = NULL, lease_expires_at = NULL, updated_at = now()
    WHERE user_pk = v_ps.user_pk AND status <> 'initialized';
+  -- Last, so the user's quota row is held only to the end of this statement.
+  UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+   WHERE user_pk = v_ps.user_pk;
   RETURN jsonb_build_object('status', 'committed') || v_result;
 END
 $fn$

@@ -6,7 +6,7 @@ import { managedFunction } from '../../layout/managed-sql.js';
 
 export const pushCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_create(p_user text, p_source text, p_source_bundle_id bigint, p_planned integer,
-  p_init uuid, p_request_hash text, p_ttl_seconds integer) RETURNS jsonb
+  p_init uuid, p_request_hash text, p_ttl_seconds integer, p_max_open integer DEFAULT 64, p_reap_seconds integer DEFAULT 300) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_pk bigint := sync.ensure_user(p_user);
@@ -50,6 +50,13 @@ BEGIN
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
+  -- One more open session, unless the user is at max_open_push_sessions_per_user: one row read
+  -- and written, whatever the number of sessions.
+  INSERT INTO sync.user_quota AS q (user_pk, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_pk, 1, 0, 0)
+  ON CONFLICT (user_pk) DO UPDATE SET open_push_sessions = q.open_push_sessions + 1 WHERE q.open_push_sessions < p_max_open;
+  IF NOT FOUND THEN
+    RETURN sync.rate_limited(v_pk, 'push', 'max_open_push_sessions_per_user', p_max_open, p_reap_seconds);
+  END IF;
   INSERT INTO sync.push_sessions (push_id, user_pk, source_id, source_bundle_id, planned_row_count, next_row_ordinal,
     status, request_hash, initialization_id, byte_count, created_at, expires_at)
   VALUES (v_id, v_pk, p_source, p_source_bundle_id, p_planned, 0, 'staging', p_request_hash, p_init, 0, now(), v_expires);
@@ -65,7 +72,8 @@ $fn$
  */
 export const pushChunkSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_chunk(p_user text, p_source text, p_push uuid, p_start integer, p_rows jsonb,
-  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint) RETURNS jsonb
+  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint, p_max_staged bigint DEFAULT 268435456, p_reap_seconds integer DEFAULT 300)
+RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_ps sync.push_sessions;
@@ -99,6 +107,12 @@ BEGIN
     RETURN sync.err('payload_too_large', format('the bundle would exceed max_bytes_per_bundle (%s bytes)', p_max_bundle_bytes));
   END IF;
   BEGIN
+    -- The user's staged bytes, checked and counted before anything is staged (the block undoes
+    -- the count if staging fails).
+    UPDATE sync.user_quota SET staged_bytes = staged_bytes + p_bytes WHERE user_pk = v_ps.user_pk AND staged_bytes + p_bytes <= p_max_staged;
+    IF NOT FOUND THEN
+      RETURN sync.rate_limited(v_ps.user_pk, 'push', 'max_staged_bytes_per_user', p_max_staged, p_reap_seconds);
+    END IF;
     INSERT INTO sync.push_session_rows (push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
     SELECT p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
            (e.r->>'o')::smallint, (e.r->>'b')::bigint, nullif(e.r->'p', 'null'::jsonb)
@@ -128,6 +142,8 @@ BEGIN
   -- A committed session stays until it expires so a retried commit still gets its answer.
   IF v_ps.status = 'staging' THEN
     DELETE FROM sync.push_sessions WHERE push_id = p_push;
+    UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+     WHERE user_pk = v_ps.user_pk;
   END IF;
   RETURN jsonb_build_object('deleted', true);
 END
