@@ -209,7 +209,7 @@ describe('write path: push sessions', () => {
     const created = await create(c, { source_bundle_id: 1, planned_row_count: 2 });
     const base = `/sync/push-sessions/${created.body.push_id}`;
     expectStatus(await c.post(`${base}/chunks`, { start_row_ordinal: 0, rows: [list(uuid(), 'a')] }), 200);
-    await s.t.exec(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second' WHERE push_id = $1`, [created.body.push_id]);
+    await s.t.operator(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second' WHERE push_id = $1`, [created.body.push_id]);
     expectStatus(await c.post(`${base}/chunks`, { start_row_ordinal: 1, rows: [list(uuid(), 'b')] }), 410, 'push_session_expired');
     expectStatus(await c.post(`${base}/commit`), 410, 'push_session_expired');
   });
@@ -232,8 +232,8 @@ describe('write path: push sessions', () => {
     expectStatus(converged, 200);
     expect(converged.body).toEqual(done3);
     // A bundle at or below the last committed one whose record was pruned: source_sequence_changed.
-    await s.t.exec(`DELETE FROM sync.bundle_rows WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
-    await s.t.exec(`DELETE FROM sync.bundle_log WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
+    await s.t.operator(`DELETE FROM sync.bundle_rows WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
+    await s.t.operator(`DELETE FROM sync.bundle_log WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
     const changed = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
     expectStatus(changed, 409, 'source_sequence_changed');
     expect(changed.body.last_source_bundle_id).toBe(3);

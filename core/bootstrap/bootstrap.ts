@@ -34,10 +34,11 @@ import { introspectTable, type TableInfo } from './introspect.js';
 import { validateEnvelope } from './validate-envelope.js';
 import { describeLayout, diffDescriptions, type DescriptionFormat } from './describe.js';
 import { migrateLayout, readLayoutVersion, type LayoutVersion } from './migrate.js';
+import { BOOTSTRAP_LOCK_KEY } from './lock.js';
 import { diffCatalog, type StoredEntry } from './evolve.js';
 import { type CatalogColumn } from '../sync/catalog/compat.js';
 
-const BOOTSTRAP_LOCK_KEY = 7020140421;
+export { BOOTSTRAP_LOCK_KEY };
 
 export interface BootstrapOptions {
   readonly tables: readonly RegisteredTableDecl[];

@@ -8,6 +8,7 @@ import { sql, type Queryable } from '../db/index.js';
 import { quoteLiteral } from '../db/sql.js';
 import { ManagedLayoutMismatchError } from '../errors.js';
 import { LAYOUT_VERSION } from '../layout/version.js';
+import { BOOTSTRAP_LOCK_KEY } from './lock.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 
 /** The migrations are numbered 1, 2, … without gaps, and the last one is this build's version. */
@@ -68,8 +69,10 @@ export interface MigrateResult {
  * transaction. Tests pass a lower target to build older layouts.
  */
 export async function migrateLayout(tx: Queryable, from: number, target = LAYOUT_VERSION, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
-  // Bodies are checked when they run, not when a migration creates them (see migration.ts).
-  await tx.simple(`SELECT set_config('check_function_bodies', 'off', true)`);
+  // Under the bootstrap lock (already held when bootstrap calls this): migrations serialise, and
+  // the guard of the sync tables lets their writes through. Bodies are checked when they run,
+  // not when a migration creates them (see migration.ts).
+  await tx.simple(`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY}), set_config('check_function_bodies', 'off', true)`);
   let at = from;
   for (const m of migrations) {
     if (m.version <= from || m.version > target) continue;
@@ -77,6 +80,7 @@ export async function migrateLayout(tx: Queryable, from: number, target = LAYOUT
       ...(m.dropFunctions ?? []).map((signature) => `DROP FUNCTION IF EXISTS ${signature}`),
       ...(m.statements ?? []),
       ...(m.functions ?? []).map((f) => f.sql),
+      ...(m.afterFunctions ?? []),
       `INSERT INTO sync.meta (key, value) VALUES ('layout_version', ${quoteLiteral(String(m.version))}),
          ('min_safe_version', ${quoteLiteral(String(m.minSafeVersion))})
        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,

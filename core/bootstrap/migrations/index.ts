@@ -6,7 +6,8 @@ import { migration0003 } from './0003-commit-key-probes.js';
 import { migration0004 } from './0004-push-rows-compared.js';
 import { migration0005 } from './0005-counter-ledger.js';
 import { migration0006 } from './0006-per-user-caps.js';
+import { migration0007 } from './0007-guards.js';
 
-export const MIGRATIONS: readonly Migration[] = [migration0001, migration0002, migration0003, migration0004, migration0005, migration0006];
+export const MIGRATIONS: readonly Migration[] = [migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007];
 
 export { type Migration } from './migration.js';

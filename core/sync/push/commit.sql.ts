@@ -77,7 +77,7 @@ BEGIN
     retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_pk = p_user_pk;
   UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
    WHERE user_pk = p_user_pk AND source_id = p_source;
-  PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
+  DELETE FROM sync.bundle_context WHERE xact = txid_current();
   -- Counted by this transaction: a bundle whose transaction dies after this point is not counted.
   -- The sequence is what builds before layout 5 read in /syncx/status.
   PERFORM sync.count('bundles_committed', 1), nextval('sync.counter_bundles_committed');
@@ -211,7 +211,8 @@ BEGIN
   END IF;
 
   v_seq := v_us.latest_bundle_seq + 1;
-  PERFORM set_config('lockstep.scope', p_user, true), set_config('lockstep.user_pk', v_ps.user_pk::text, true);
+  -- The bundle context: the business writes below pass the guards, and capture records them.
+  INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
   -- Only the statements the bundle needs: an upsert per table with inserts or updates, a delete
   -- per table with deletes (a bundle without deletes runs none).
   SELECT array_agg(DISTINCT table_id) FILTER (WHERE op_code <> 3), array_agg(DISTINCT table_id) FILTER (WHERE op_code = 3)
@@ -232,7 +233,7 @@ BEGIN
               OR program_limit_exceeded THEN
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
       v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
-    PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
+    DELETE FROM sync.bundle_context WHERE xact = txid_current();
     PERFORM nextval('sync.counter_push_rejected');
     RETURN sync.err('push_rejected', 'the bundle breaks a business constraint: ' || v_msg, jsonb_build_object(
       'violation', jsonb_build_object('sqlstate', v_state, 'constraint', nullif(v_constraint, ''),
