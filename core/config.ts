@@ -21,6 +21,12 @@ export interface Config {
   readonly dbDriver: DbDriver;
   readonly dbPoolMax: number;
   readonly neonWsProxy: string | undefined;
+  /**
+   * SYNC_ROLE_TIMEOUTS (default on): bootstrap installs the role's statement, lock, idle-in-
+   * transaction and client-check settings in this database (core/bootstrap/bounds.ts). Turn it
+   * off when the role also runs other work that must not be bound by them.
+   */
+  readonly roleTimeouts: boolean;
   readonly limits: Limits;
 }
 
@@ -53,6 +59,7 @@ const envSchema = z.object({
   SYNC_DB_DRIVER: z.enum(['pg', 'neon']).optional(),
   SYNC_DB_POOL_MAX: z.coerce.number().int().positive().default(4),
   SYNC_NEON_WS_PROXY: z.string().optional(),
+  SYNC_ROLE_TIMEOUTS: z.enum(['on', 'off']).default('on'),
 });
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -72,6 +79,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dbDriver: e.SYNC_DB_DRIVER ?? (inLambda ? 'neon' : 'pg'),
     dbPoolMax: e.SYNC_DB_POOL_MAX,
     neonWsProxy: e.SYNC_NEON_WS_PROXY,
+    roleTimeouts: e.SYNC_ROLE_TIMEOUTS === 'on',
     limits: limitsFromEnv(env),
   };
 }

@@ -20,6 +20,8 @@ export interface BootstrapAnswer {
   readonly applied?: string[];
   readonly adopted_rows?: number;
   readonly registered_tables?: string[];
+  /** What became of the role's timeout settings: unchanged, installed, skipped or refused. */
+  readonly role_timeouts?: string;
   readonly error?: string;
   readonly message?: string;
 }
@@ -58,6 +60,8 @@ async function run(accept: readonly string[]): Promise<BootstrapAnswer> {
       maxSchemaVersion: runtime.config.maxSchemaVersion,
       accept,
       retainedBundlesPerUser: runtime.config.limits.retainedBundlesPerUser,
+      bounds: runtime.config.limits,
+      roleBounds: runtime.config.roleTimeouts,
     });
     return {
       ok: true,
@@ -68,6 +72,7 @@ async function run(accept: readonly string[]): Promise<BootstrapAnswer> {
       applied: result.applied.map((c) => c.id),
       adopted_rows: result.adoptedRows,
       registered_tables: result.catalog.map((t) => `${t.schema}.${t.table}`),
+      role_timeouts: result.roleBounds,
     };
   } catch (error) {
     const e = error as { code?: string; message?: string };

@@ -3,6 +3,7 @@ import { inject } from 'vitest';
 import pg from 'pg';
 import { Db, createPool, type PoolOptions } from '../../core/db/index.js';
 import { bootstrap, BOOTSTRAP_LOCK_KEY } from '../../core/bootstrap/bootstrap.js';
+import { type TimeBounds } from '../../core/bootstrap/bounds.js';
 import { type RegisteredTableDecl } from '../../core/config.js';
 import { defaultLimits } from '../../core/limits.js';
 import { createDatabase } from './pg-server.js';
@@ -87,14 +88,14 @@ export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TAB
  * Creates the app schema in the database at `url` and bootstraps it over a direct connection of
  * its own (for tests whose database is not the shared test server's, or is reached directly).
  */
-export async function bootstrapAppSchema(url: string): Promise<void> {
+export async function bootstrapAppSchema(url: string, bounds?: TimeBounds): Promise<void> {
   const setup = new pg.Client({ connectionString: url });
   await setup.connect();
   await setup.query(APP_SCHEMA_SQL);
   await setup.end();
   const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
   try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES });
+    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, ...(bounds ? { bounds } : {}) });
   } finally {
     await pool.end();
   }
