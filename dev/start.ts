@@ -74,7 +74,7 @@ async function main(): Promise<void> {
   const staticDir = demo.outDir;
   const gateway = await startGateway({
     runtime,
-    auth: { secret: env['SYNC_JWT_SECRET'], jwksUrl: env['SYNC_JWKS_URL'] },
+    auth: { secret: env['SYNC_JWT_SECRET'], jwksUrl: env['SYNC_JWKS_URL'], issuer: env['SYNC_JWT_ISSUER'], audience: env['SYNC_JWT_AUDIENCE'] },
     host: env['HOST'] ?? '127.0.0.1',
     port: Number(env['PORT'] ?? 8787),
     staticDir,
