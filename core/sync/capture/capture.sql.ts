@@ -35,8 +35,7 @@ DECLARE
   v_stack text;
 BEGIN
   GET DIAGNOSTICS v_stack = PG_CONTEXT;
-  IF v_stack ~ '
-PL/pgSQL function sync\.(push_commit|server_bundle_begin|server_bundle_finish|finalize_bundle)\(' THEN
+  IF v_stack ~ '\nPL/pgSQL function sync\.(push_commit|server_bundle_begin|server_bundle_finish|finalize_bundle)\(' THEN
     RETURN NULL;
   END IF;
   PERFORM nextval('sync.counter_rejected_direct_writes');
@@ -76,8 +75,7 @@ DECLARE
   v_stack text;
 BEGIN
   GET DIAGNOSTICS v_stack = PG_CONTEXT;
-  IF v_stack ~ '
-PL/pgSQL function sync\.' THEN
+  IF v_stack ~ '\nPL/pgSQL function sync\.' THEN
     RETURN NULL;
   END IF;
   IF EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
