@@ -1,7 +1,6 @@
 /**
  * Configuration from the environment, with the same names in Lambda and locally (contract §8).
  */
-import { z } from 'zod';
 import { limitsFromEnv, type Limits } from './limits.js';
 import { type DbDriver } from './db/pools.js';
 
@@ -21,6 +20,12 @@ export interface Config {
   readonly dbDriver: DbDriver;
   readonly dbPoolMax: number;
   readonly neonWsProxy: string | undefined;
+  /**
+   * SYNC_ROLE_TIMEOUTS (default on): bootstrap installs the role's statement, lock, idle-in-
+   * transaction and client-check settings in this database (core/bootstrap/bounds.ts). Turn it
+   * off when the role also runs other work that must not be bound by them.
+   */
+  readonly roleTimeouts: boolean;
   readonly limits: Limits;
 }
 
@@ -44,22 +49,52 @@ export function parseTables(spec: string): RegisteredTableDecl[] {
   return out;
 }
 
-const envSchema = z.object({
-  DATABASE_URL: z.string().min(1, 'DATABASE_URL is required'),
-  SYNC_TABLES: z.string().min(1, 'SYNC_TABLES is required'),
-  SYNC_APP_NAME: z.string().default('lockstep'),
-  SYNC_MAX_SCHEMA_VERSION: z.coerce.number().int().positive().optional(),
-  SYNC_USER_ID_CLAIM: z.string().default('sub'),
-  SYNC_DB_DRIVER: z.enum(['pg', 'neon']).optional(),
-  SYNC_DB_POOL_MAX: z.coerce.number().int().positive().default(4),
-  SYNC_NEON_WS_PROXY: z.string().optional(),
-});
+/**
+ * Reads the environment by hand rather than with a schema library: the bootstrap and maintenance
+ * bundles need nothing else of one, and this keeps them small (one schema library is tens of KB
+ * of every bundle that loads it).
+ */
+function readEnv(env: Record<string, string | undefined>) {
+  const problems: string[] = [];
+  const text = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const required = (name: string): string => {
+    const value = text(name);
+    if (value === undefined) problems.push(`${name}: ${name} is required`);
+    return value ?? '';
+  };
+  const positiveInt = (name: string): number | undefined => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n <= 0) problems.push(`${name}: must be a positive integer, got ${value}`);
+    return n;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly T[]): T | undefined => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    if (!(allowed as readonly string[]).includes(value)) problems.push(`${name}: must be one of ${allowed.join(', ')}, got ${value}`);
+    return value as T;
+  };
+  const data = {
+    DATABASE_URL: required('DATABASE_URL'),
+    SYNC_TABLES: required('SYNC_TABLES'),
+    SYNC_APP_NAME: env['SYNC_APP_NAME'] ?? 'lockstep',
+    SYNC_MAX_SCHEMA_VERSION: positiveInt('SYNC_MAX_SCHEMA_VERSION'),
+    SYNC_USER_ID_CLAIM: env['SYNC_USER_ID_CLAIM'] ?? 'sub',
+    SYNC_DB_DRIVER: oneOf('SYNC_DB_DRIVER', ['pg', 'neon'] as const),
+    SYNC_DB_POOL_MAX: positiveInt('SYNC_DB_POOL_MAX') ?? 4,
+    SYNC_NEON_WS_PROXY: env['SYNC_NEON_WS_PROXY'],
+    SYNC_ROLE_TIMEOUTS: oneOf('SYNC_ROLE_TIMEOUTS', ['on', 'off'] as const) ?? 'on',
+  };
+  return problems.length ? { success: false as const, problems } : { success: true as const, data };
+}
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  }
+  const parsed = readEnv(env);
+  if (!parsed.success) throw new Error(`invalid configuration: ${parsed.problems.join('; ')}`);
   const e = parsed.data;
   // In Lambda the Neon driver is the default; locally node-postgres.
   const inLambda = Boolean(env['AWS_LAMBDA_FUNCTION_NAME']);
@@ -72,6 +107,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dbDriver: e.SYNC_DB_DRIVER ?? (inLambda ? 'neon' : 'pg'),
     dbPoolMax: e.SYNC_DB_POOL_MAX,
     neonWsProxy: e.SYNC_NEON_WS_PROXY,
+    roleTimeouts: e.SYNC_ROLE_TIMEOUTS === 'on',
     limits: limitsFromEnv(env),
   };
 }

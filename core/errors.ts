@@ -10,6 +10,7 @@ export const errorRegistry = {
   invalid_request: { status: 400, remedy: 'Fix the request; `details` says what is wrong.' },
   authentication_failed: { status: 401, remedy: 'Send a valid bearer token.' },
   route_not_found: { status: 404, remedy: 'Check the method and path against the API reference.' },
+  request_headers_too_large: { status: 431, remedy: 'Send smaller headers (a shorter bearer token, fewer cookies).' },
   payload_too_large: { status: 413, remedy: 'Send smaller chunks or split the bundle.' },
   push_session_not_found: { status: 404, remedy: 'Create a new push session.' },
   snapshot_session_not_found: { status: 404, remedy: 'Create a new snapshot session.' },

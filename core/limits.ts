@@ -24,10 +24,39 @@ export interface Limits {
   readonly watchPollIntervalMs: number;
   /** Conflicts reported in one push_conflict answer; the client resolves them in one round. */
   readonly maxConflictsPerAnswer: number;
-  /** Statement timeout applied by runTx and the managed functions' callers. */
+  /**
+   * Server-side bound of one statement: the role setting bootstrap installs (every session of
+   * the role in this database) and runTx's transaction-local one. The timeouts fire in order:
+   * lock < statement < query (client) < request < the function's timeout < API Gateway's 29 s
+   * (asserted below and in test/template-routes.test.ts).
+   */
   readonly statementTimeoutMs: number;
-  /** How long a managed function waits for a row lock before giving up. */
+  /**
+   * How long a statement waits for a lock: the role setting bootstrap installs, and a SET clause
+   * of every managed function a request calls (so it holds on connections opened before).
+   */
   readonly lockTimeoutMs: number;
+  /**
+   * Client-side bound of one statement: a connection that silently stops answering (a dropped
+   * network path) raises nothing, so the runtime stops waiting after this and answers 503.
+   */
+  readonly queryTimeoutMs: number;
+  /**
+   * Everything one request may wait on the database, pool included; in Lambda also cut to the
+   * function's remaining time less `functionReserveMs`.
+   */
+  readonly requestTimeoutMs: number;
+  /** Time kept back from Lambda's remaining time to answer (serialise, return) after a timeout. */
+  readonly functionReserveMs: number;
+  /** A session idle inside a transaction (its client died mid-transaction) is ended after this. */
+  readonly idleInTransactionTimeoutMs: number;
+  /** How often a long statement checks that its client is still there (PostgreSQL 14+). */
+  readonly clientCheckIntervalMs: number;
+  /**
+   * Share of a container's pool one user may hold at once: a user stuck on a lock keeps the rest
+   * for the others (at least one connection each).
+   */
+  readonly poolSharePerUserPercent: number;
   /** Rows deleted per statement by maintenance, so it never holds locks for long. */
   readonly maintenanceBatchRows: number;
   /**
@@ -63,6 +92,17 @@ export interface Limits {
   readonly pageEnvelopeBytes: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
+  /** Staging push sessions one user may hold at once (contract §10); over it: 429 rate_limited. */
+  readonly maxOpenPushSessionsPerUser: number;
+  /** Snapshot sessions one user may hold at once (contract §10); each is a copy of all their rows. */
+  readonly maxOpenSnapshotSessionsPerUser: number;
+  /** Bytes of request bodies one user may have staged in open push sessions (contract §10). */
+  readonly maxStagedBytesPerUser: number;
+  /**
+   * How often maintenance runs: the local runtime's timer, and the Retry-After of a cap held only
+   * by expired sessions waiting to be removed. The template's schedule matches it.
+   */
+  readonly maintenanceIntervalSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -84,19 +124,58 @@ export const defaultLimits: Limits = Object.freeze({
   watchDefaultWaitSeconds: 20,
   watchPollIntervalMs: 250,
   maxConflictsPerAnswer: 100,
-  statementTimeoutMs: 30_000,
+  statementTimeoutMs: 20_000,
   lockTimeoutMs: 10_000,
+  queryTimeoutMs: 22_000,
+  requestTimeoutMs: 26_000,
+  functionReserveMs: 1_500,
+  idleInTransactionTimeoutMs: 30_000,
+  clientCheckIntervalMs: 2_000,
+  poolSharePerUserPercent: 50,
   maintenanceBatchRows: 5000,
   maxKeyBytes: 1024,
   maxJsonDepth: 64,
   maxProblemsPerAnswer: 20,
   unavailableRetryAfterSeconds: 1,
-  dbConnectTimeoutMs: 10_000,
+  dbConnectTimeoutMs: 5_000,
   dbIdleTimeoutMs: 30_000,
   catalogRefreshSeconds: 15,
   responseEnvelopeBytes: 2048,
   pageEnvelopeBytes: 1024,
+  maxOpenPushSessionsPerUser: 64,
+  maxOpenSnapshotSessionsPerUser: 8,
+  maxStagedBytesPerUser: 256 * 1024 * 1024,
+  maintenanceIntervalSeconds: 60,
 });
+
+/** API Gateway's integration timeout for the HTTP API routes (infra/template.yaml). */
+export const API_GATEWAY_TIMEOUT_MS = 29_000;
+
+/**
+ * The relations the limits must keep, so that each bound fires before the one that would cut the
+ * answer off: a lock wait ends as a typed 503 before its statement's timeout, the server's
+ * statement timeout before the client stops waiting, that before the request's budget, and the
+ * budget before API Gateway gives up. Returns what is wrong, empty when nothing is.
+ */
+export function limitProblems(l: Limits): string[] {
+  const problems: string[] = [];
+  const order: Array<[string, number]> = [
+    ['lock_timeout_ms', l.lockTimeoutMs],
+    ['statement_timeout_ms', l.statementTimeoutMs],
+    ['query_timeout_ms', l.queryTimeoutMs],
+    ['request_timeout_ms', l.requestTimeoutMs],
+    ['API Gateway', API_GATEWAY_TIMEOUT_MS],
+  ];
+  for (let i = 1; i < order.length; i++) {
+    const [a, av] = order[i - 1] as [string, number];
+    const [b, bv] = order[i] as [string, number];
+    if (!(av < bv)) problems.push(`${a} (${av}) must be below ${b} (${bv})`);
+  }
+  if (!(l.dbConnectTimeoutMs < l.requestTimeoutMs)) problems.push(`db_connect_timeout_ms (${l.dbConnectTimeoutMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
+  if (!(l.watchMaxWaitSeconds * 1000 < l.requestTimeoutMs)) problems.push(`watch_max_wait_seconds (${l.watchMaxWaitSeconds}) must end before request_timeout_ms (${l.requestTimeoutMs})`);
+  if (l.poolSharePerUserPercent > 100) problems.push('pool_share_per_user_percent is at most 100');
+  return problems;
+}
 
 /** The wire names of the limits, as capabilities' `bundle_limits` reports them. */
 export function limitsToWire(limits: Limits): Record<string, number> {
@@ -117,6 +196,9 @@ export function limitsToWire(limits: Limits): Record<string, number> {
     retained_bundles_per_user: limits.retainedBundlesPerUser,
     watch_max_wait_seconds: limits.watchMaxWaitSeconds,
     max_conflicts_per_answer: limits.maxConflictsPerAnswer,
+    max_open_push_sessions_per_user: limits.maxOpenPushSessionsPerUser,
+    max_open_snapshot_sessions_per_user: limits.maxOpenSnapshotSessionsPerUser,
+    max_staged_bytes_per_user: limits.maxStagedBytesPerUser,
   };
 }
 
@@ -131,5 +213,12 @@ export function limitsFromEnv(env: Record<string, string | undefined>, base: Lim
     if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${envName} must be a positive integer, got ${raw}`);
     out[key] = n;
   }
-  return Object.freeze(out) as unknown as Limits;
+  const limits = Object.freeze(out) as unknown as Limits;
+  const problems = limitProblems(limits);
+  if (problems.length) throw new Error(`inconsistent SYNC_LIMIT_* settings: ${problems.join('; ')}`);
+  return limits;
 }
+
+// The defaults keep their own relations; a broken default fails at load, never at a request.
+const defaultProblems = limitProblems(defaultLimits);
+if (defaultProblems.length) throw new Error(`inconsistent default limits: ${defaultProblems.join('; ')}`);

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../core/config.js';
-import { createPool } from '../core/db/index.js';
+import { Db, createPool } from '../core/db/index.js';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { createRuntime } from '../functions/index.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
@@ -40,15 +40,33 @@ async function main(): Promise<void> {
     console.warn('lockstep: SYNC_JWT_SECRET is not set; using a development secret and enabling POST /dev/token');
   }
   const config = loadConfig(env);
-  const pool = await createPool({
+  const poolOptions = {
     connectionString: config.databaseUrl,
     max: config.dbPoolMax,
     driver: config.dbDriver,
+    connectTimeoutMs: config.limits.dbConnectTimeoutMs,
+    idleTimeoutMs: config.limits.dbIdleTimeoutMs,
     ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
-  });
-  const runtime = createRuntime(config, pool);
-  const result = await bootstrap(runtime.db, { tables: config.tables, maxSchemaVersion: config.maxSchemaVersion });
+  };
+  // Bootstrap on a pool of its own: the role's timeout settings it installs apply to sessions
+  // that start afterwards, so the serving pool opens its connections only once it is done.
+  const setupPool = await createPool({ ...poolOptions, max: 2 });
+  let result;
+  try {
+    result = await bootstrap(new Db(setupPool, config.limits), {
+      tables: config.tables,
+      maxSchemaVersion: config.maxSchemaVersion,
+      retainedBundlesPerUser: config.limits.retainedBundlesPerUser,
+      bounds: config.limits,
+      roleBounds: config.roleTimeouts,
+    });
+  } finally {
+    await setupPool.end();
+  }
   console.log(`lockstep: bootstrap ${result.created ? `created the sync layout (adopted ${result.adoptedRows} rows)` : 'verified the existing sync layout'}`);
+  if (result.roleBounds.startsWith('refused')) console.warn(`lockstep: the role's timeout settings were not installed (${result.roleBounds})`);
+  const pool = await createPool(poolOptions);
+  const runtime = createRuntime(config, pool);
 
   // The demo is rebuilt on every start (under a second), so it always matches the sources.
   const demo = await buildDemo();
@@ -56,11 +74,12 @@ async function main(): Promise<void> {
   const staticDir = demo.outDir;
   const gateway = await startGateway({
     runtime,
-    auth: { secret: env['SYNC_JWT_SECRET'], jwksUrl: env['SYNC_JWKS_URL'] },
+    auth: { secret: env['SYNC_JWT_SECRET'], jwksUrl: env['SYNC_JWKS_URL'], issuer: env['SYNC_JWT_ISSUER'], audience: env['SYNC_JWT_AUDIENCE'] },
     host: env['HOST'] ?? '127.0.0.1',
     port: Number(env['PORT'] ?? 8787),
     staticDir,
     devTokens: env['SYNC_JWT_SECRET'] === DEV_SECRET || env['LOCKSTEP_DEV_TOKENS'] === '1',
+    maintenance: true,
   });
   console.log(`lockstep: serving on ${gateway.url.replace('127.0.0.1', 'localhost')} (health: /syncx/health)`);
 

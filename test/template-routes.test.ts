@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import YAML, { type CollectionTag, type ScalarTag, type Tags } from 'yaml';
 import { functionRoutes, type Route } from '../functions/index.js';
-import { defaultLimits } from '../core/limits.js';
+import { API_GATEWAY_TIMEOUT_MS, defaultLimits, limitProblems } from '../core/limits.js';
 import { FUNCTION_NAMES, ROOT } from '../infra/build.js';
 
 const TEMPLATE = join(ROOT, 'infra', 'template.yaml');
@@ -143,13 +143,33 @@ describe('infra/template.yaml', () => {
     for (const r of templateRoutes()) expect(r.auth, `${r.method} ${r.path}`).toBe(r.path.startsWith('/sync/'));
   });
 
+  it('timeouts fire in order: query < request budget < function < API Gateway (issue 17 item 3)', () => {
+    const fns = functionsByName();
+    expect(limitProblems(defaultLimits)).toEqual([]);
+    for (const [name, { id, props }] of fns) {
+      if (name === 'bootstrap' || name === 'maintenance') continue;
+      const timeoutMs = Number(props['Timeout'] ?? template.Globals.Function['Timeout']) * 1000;
+      // The request's budget, plus the time kept back to answer, fits in the function's timeout,
+      // which API Gateway outwaits.
+      expect(defaultLimits.requestTimeoutMs + defaultLimits.functionReserveMs, id).toBeLessThanOrEqual(timeoutMs);
+      expect(timeoutMs, id).toBeLessThan(API_GATEWAY_TIMEOUT_MS);
+      for (const event of Object.values<any>(props['Events'] ?? {})) {
+        const integration = event.Properties?.TimeoutInMillis;
+        if (integration !== undefined) expect(integration, id).toBeGreaterThanOrEqual(API_GATEWAY_TIMEOUT_MS);
+      }
+    }
+  });
+
   it('gives watch room to wait, runs bootstrap on demand only and maintenance on a schedule', () => {
     const fns = functionsByName();
-    const pullTimeout = fns.get('pull')?.props['Timeout'];
+    const pullTimeout = fns.get('pull')?.props['Timeout'] ?? template.Globals.Function['Timeout'];
     expect(pullTimeout).toBeGreaterThan(defaultLimits.watchMaxWaitSeconds);
     expect(fns.get('bootstrap')?.props['Events']).toBeUndefined();
     const schedules = Object.values<any>(fns.get('maintenance')?.props['Events'] ?? {});
-    expect(schedules.map((e) => [e.Type, e.Properties.Schedule])).toEqual([['Schedule', 'rate(5 minutes)']]);
+    // As often as limits.maintenanceIntervalSeconds, which Retry-After of a cap held by expired
+    // sessions promises.
+    expect(defaultLimits.maintenanceIntervalSeconds).toBe(60);
+    expect(schedules.map((e) => [e.Type, e.Properties.Schedule])).toEqual([['Schedule', 'rate(1 minute)']]);
   });
 
   it('keeps the database URL secret and every function logging to a group with retention', () => {

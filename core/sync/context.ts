@@ -3,6 +3,7 @@ import { type Queryable } from '../db/index.js';
 import { SyncError, isErrorCode, assert } from '../errors.js';
 import { type Limits } from '../limits.js';
 import { type Catalog } from './catalog/catalog.js';
+import { type PendingCounters } from './meta/counters.js';
 
 /** The authenticated caller: a trusted user id and the device's source id. */
 export interface Actor {
@@ -14,6 +15,8 @@ export interface SyncContext {
   readonly db: Queryable;
   readonly limits: Limits;
   readonly catalog: Catalog;
+  /** Counts this runtime could not record yet (the database was unreachable). */
+  readonly pending: PendingCounters;
 }
 
 /** A JSON body rendered by PostgreSQL, passed to the client without re-serialising it. */

@@ -3,8 +3,9 @@
  * map the outcome. Routes stay thin: they validate input and call the core.
  */
 import { SyncError } from '../../core/errors.js';
+import { type Limits } from '../../core/limits.js';
 import { type Db } from '../../core/db/index.js';
-import { type Actor, type SyncContext } from '../../core/sync/index.js';
+import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
@@ -28,7 +29,24 @@ export interface Route {
   run(request: EdgeRequest, ctx: RouteContext): Promise<EdgeAnswer>;
 }
 
-export type LambdaHandler = (event: HttpApiEvent) => Promise<HttpResult>;
+/** What the handlers use of Lambda's context object (absent locally). */
+export interface LambdaContext {
+  getRemainingTimeInMillis?: () => number;
+}
+
+export type LambdaHandler = (event: HttpApiEvent, context?: LambdaContext) => Promise<HttpResult>;
+
+/**
+ * When this request must have stopped waiting on the database: `request_timeout_ms` from now,
+ * and in Lambda never later than the function's own timeout less `function_reserve_ms`, so the
+ * typed 503 goes out before Lambda kills the function.
+ */
+function requestDeadline(limits: Limits, context: LambdaContext | undefined): number {
+  const now = Date.now();
+  const remaining = context?.getRemainingTimeInMillis?.();
+  const budget = remaining === undefined ? limits.requestTimeoutMs : Math.min(limits.requestTimeoutMs, remaining - limits.functionReserveMs);
+  return now + budget;
+}
 
 /** A path segment's value; malformed percent-encoding (`%`, `%ZZ`, `%E0%A4%A`) is the client's. */
 function decodeSegment(segment: string): string {
@@ -69,18 +87,22 @@ function findRoute(routes: readonly Route[], method: string, path: string): { ro
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
 
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
-  return async (event) => {
+  return async (event, context) => {
     let db: Db | undefined;
     let retryAfterSeconds: number | undefined;
     let runtime: Runtime | undefined;
     try {
       runtime = await getRuntime();
-      retryAfterSeconds = runtime.config.limits.unavailableRetryAfterSeconds;
-      db = runtime.db.forRequest();
-      const base = readRequest(event, runtime.config.limits.maxRequestBytes);
+      const { limits } = runtime.config;
+      retryAfterSeconds = limits.unavailableRetryAfterSeconds;
+      const deadline = requestDeadline(limits, context);
+      db = runtime.db.forRequest({ deadline });
+      const base = readRequest(event, limits.maxRequestBytes);
       const { route, params } = findRoute(routes, base.method, base.path);
       const request: EdgeRequest = { ...base, params };
       const actor = route.auth ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
+      // An authenticated request waits on the database within its user's share of the pool.
+      if (route.auth) db = runtime.db.forRequest({ owner: actor.userId, deadline });
       const requestDb = db;
       const rt = runtime;
       const ctx: RouteContext = {
@@ -88,9 +110,12 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         db: requestDb,
         actor,
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
-        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
+        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
       };
-      return toHttp(await route.run(request, ctx), requestDb.roundTrips.count, request.headers['accept-encoding']);
+      const answer = await route.run(request, ctx);
+      // The database answered this request: record what an outage kept from it (rarely anything).
+      if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
+      return toHttp(answer, requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();

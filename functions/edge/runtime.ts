@@ -3,12 +3,15 @@
  * request lives here; Lambda reuses it across warm invocations.
  */
 import { loadConfig, type Config } from '../../core/config.js';
-import { Db, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
-import { loadCatalog, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
+import { Db, PoolShare, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
 
 export interface Runtime {
   readonly config: Config;
-  /** The container's database handle; `forRequest()` gives each request its own counter. */
+  /**
+   * The container's database handle; `forRequest()` gives each request its own counter, owner
+   * (the user whose share of the pool it uses) and deadline.
+   */
   readonly db: Db;
   /**
    * The registered-table catalog and layout check, loaded on first use and again after
@@ -18,6 +21,8 @@ export interface Runtime {
   catalog(via?: Queryable): Promise<Catalog>;
   /** Forgets the cached catalog (a request met drift); the next request reloads it. */
   invalidateCatalog(): void;
+  /** Counts this container saw while the database was unreachable, recorded by a later request. */
+  readonly pending: PendingCounters;
 }
 
 /**
@@ -25,12 +30,21 @@ export interface Runtime {
  * older or newer one (the rolling-deploy tests).
  */
 export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD): Runtime {
-  const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
+  const { limits } = config;
+  // Each user may hold this many of the container's connections at once (at least one).
+  const share = new PoolShare(Math.max(1, Math.floor((config.dbPoolMax * limits.poolSharePerUserPercent) / 100)));
+  const db = new Db(pool, {
+    statementTimeoutMs: limits.statementTimeoutMs,
+    lockTimeoutMs: limits.lockTimeoutMs,
+    queryTimeoutMs: limits.queryTimeoutMs,
+    connectTimeoutMs: limits.dbConnectTimeoutMs,
+  }, undefined, share);
   let cached: Promise<Catalog> | undefined;
   let loadedAt = 0;
   return {
     config,
     db,
+    pending: new PendingCounters(),
     catalog(via: Queryable = db) {
       if (cached && Date.now() - loadedAt > config.limits.catalogRefreshSeconds * 1000) cached = undefined;
       if (!cached) {

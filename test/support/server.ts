@@ -6,7 +6,7 @@ import { SignJWT } from 'jose';
 import { loadConfig, type RegisteredTableDecl } from '../../core/config.js';
 import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, ROUND_TRIPS_HEADER, type Runtime, type HttpApiEvent } from '../../functions/index.js';
-import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { startGateway, type Gateway, type GatewayAuth } from '../../dev/gateway.js';
 import { openTestDb, type TestDb } from './server-db.js';
 import { type BuildRange } from '../../core/sync/index.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
@@ -90,6 +90,10 @@ export interface TestServerOptions {
   readonly staticDir?: string;
   /** Enables POST /dev/token (signed with TEST_JWT_SECRET). */
   readonly devTokens?: boolean;
+  /** Runs maintenance on the gateway's timer, as `npm start` does (off by default in tests). */
+  readonly maintenance?: boolean;
+  /** How the gateway verifies tokens; HS256 with TEST_JWT_SECRET when absent. */
+  readonly auth?: GatewayAuth;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -113,10 +117,11 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
   const runtime = createRuntime(config, t.db.pool, options.build);
   const gateway = await startGateway({
     runtime,
-    auth: { secret: TEST_JWT_SECRET },
+    auth: options.auth ?? { secret: TEST_JWT_SECRET },
     ...(options.intercept ? { intercept: options.intercept } : {}),
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
+    ...(options.maintenance ? { maintenance: true } : {}),
   });
   return {
     url: gateway.url,

@@ -100,8 +100,10 @@ BEGIN
     retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_pk = p_user_pk;
   UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
    WHERE user_pk = p_user_pk AND source_id = p_source;
-  PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
-  PERFORM nextval('sync.counter_bundles_committed');
+  DELETE FROM sync.bundle_context WHERE xact = txid_current();
+  -- Counted by this transaction: a bundle whose transaction dies after this point is not counted.
+  -- The sequence is what builds before layout 7 read in /syncx/status.
+  PERFORM sync.count('bundles_committed', 1), nextval('sync.counter_bundles_committed');
   RETURN jsonb_build_object('bundle_seq', p_seq, 'source_id', p_source, 'source_bundle_id', p_source_bundle_id,
     'row_count', v_count, 'bundle_hash', v_hash);
 END
@@ -126,6 +128,7 @@ DECLARE
   v_cat record;
   v_tables smallint[];
   v_delete_tables smallint[];
+  v_hash text;
   v_result jsonb;
   v_state text; v_msg text; v_detail text; v_constraint text; v_schema text; v_table text; v_column text;
 BEGIN
@@ -151,17 +154,24 @@ BEGIN
   SELECT bundle_seq INTO v_existing FROM sync.bundle_log
    WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
   IF FOUND THEN
-    -- Another session of the same (source, source_bundle_id) committed first. With other rows
-    -- (a different request_hash) this session's rows were never applied: answering "committed"
-    -- would make the client drop them, so it is the same mismatch push-session create reports.
-    IF v_ps.request_hash IS NOT NULL AND EXISTS (SELECT 1 FROM sync.bundle_log WHERE user_pk = v_ps.user_pk
-         AND bundle_seq = v_existing AND request_hash IS NOT NULL AND request_hash <> v_ps.request_hash) THEN
+    -- Another session of the same (source, source_bundle_id) committed first. Unless this
+    -- session's rows are the committed ones, they were never applied: answering "committed"
+    -- would make the client drop them, so it is the mismatch push-session create reports. The
+    -- rows are compared by their request hash, computed here from what was staged (a client
+    -- may have sent none); a bundle committed without a stored hash cannot be matched.
+    v_hash := sync.push_request_hash(p_push);
+    IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
+      RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
+    END IF;
+    IF (SELECT request_hash FROM sync.bundle_log WHERE user_pk = v_ps.user_pk AND bundle_seq = v_existing) IS DISTINCT FROM v_hash THEN
       RETURN sync.err('push_request_mismatch', format(
-        'source bundle %s of source %s was committed by another session with a different request_hash',
+        'source bundle %s of source %s was committed by another session with other rows',
         v_ps.source_bundle_id, v_ps.source_id));
     END IF;
     UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
     DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+    UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+     WHERE user_pk = v_ps.user_pk;
     RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_existing);
   END IF;
   v_err := sync.check_source(v_ps.user_pk, v_ps.source_id, true);
@@ -177,7 +187,10 @@ BEGIN
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
-  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> sync.push_request_hash(p_push) THEN
+  -- The hash of the staged rows is stored with the bundle even when the client sent none, so a
+  -- later session of the same (source, source_bundle_id) is compared by its rows, never trusted.
+  v_hash := sync.push_request_hash(p_push);
+  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
     RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
   END IF;
 
@@ -222,7 +235,8 @@ BEGIN
   END IF;
 
   v_seq := v_us.latest_bundle_seq + 1;
-  PERFORM set_config('lockstep.scope', p_user, true), set_config('lockstep.user_pk', v_ps.user_pk::text, true);
+  -- The bundle context: the business writes below pass the guards, and capture records them.
+  INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
   -- Only the statements the bundle needs: an upsert per table with inserts or updates, a delete
   -- per table with deletes (a bundle without deletes runs none).
   SELECT array_agg(DISTINCT table_id) FILTER (WHERE op_code <> 3), array_agg(DISTINCT table_id) FILTER (WHERE op_code = 3)
@@ -243,7 +257,7 @@ BEGIN
               OR program_limit_exceeded THEN
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
       v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
-    PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
+    DELETE FROM sync.bundle_context WHERE xact = txid_current();
     PERFORM nextval('sync.counter_push_rejected');
     RETURN sync.err('push_rejected', 'the bundle breaks a business constraint: ' || v_msg, jsonb_build_object(
       'violation', jsonb_build_object('sqlstate', v_state, 'constraint', nullif(v_constraint, ''),
@@ -251,12 +265,15 @@ BEGIN
       '_detail', v_detail));
   END;
 
-  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_ps.request_hash, p_retained,
+  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_hash, p_retained,
     p_max_row_bytes);
   UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_seq WHERE push_id = p_push;
   DELETE FROM sync.push_session_rows WHERE push_id = p_push;
   UPDATE sync.scope_state SET status = 'initialized', lease_source_id = NULL, lease_expires_at = NULL, updated_at = now()
    WHERE user_pk = v_ps.user_pk AND status <> 'initialized';
+  -- Last, so the user's quota row is held only to the end of this statement.
+  UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+   WHERE user_pk = v_ps.user_pk;
   RETURN jsonb_build_object('status', 'committed') || v_result;
 END
 $fn$

@@ -90,7 +90,11 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     // A committed row no response could carry: the statement failed, so nothing committed.
     if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
     if (certainlyRolledBack(error)) throw error;
-    await ctx.db.query(sql`SELECT nextval('sync.counter_commit_outcome_unknown')`).catch(() => undefined);
+    // Counted even when the database is unreachable now: kept by the runtime until it answers.
+    await ctx.db.query(sql`SELECT sync.count('commit_outcome_unknown', 1)`).catch(() => {
+      ctx.pending.add('commit_outcome_unknown');
+      console.warn(JSON.stringify({ level: 'warn', event: 'commit_outcome_unknown', recorded: false, push_id: pushId }));
+    });
     throw new SyncError('commit_outcome_unknown',
       'the connection failed while the commit was in flight; retry from push-session create with the same source_bundle_id and request_hash');
   }

@@ -64,7 +64,8 @@ $fn$
  * this function alone (a function's SET clause is undone when it returns, pooler-safe).
  */
 export const snapshotCreateSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer)
+CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer,
+  p_max_open integer DEFAULT 8, p_reap_seconds integer DEFAULT 300)
 RETURNS jsonb LANGUAGE plpgsql SET work_mem = '64MB' AS $fn$
 DECLARE
   v_us sync.user_state;
@@ -88,6 +89,13 @@ BEGIN
   v_err := sync.check_read_scope(v_us.user_pk);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
+  END IF;
+  -- Before any row is copied: one more open snapshot, unless the user is at
+  -- max_open_snapshot_sessions_per_user. (A rotation above stays: retried, it is idempotent.)
+  INSERT INTO sync.user_quota AS q (user_pk, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_us.user_pk, 0, 1, 0)
+  ON CONFLICT (user_pk) DO UPDATE SET open_snapshot_sessions = q.open_snapshot_sessions + 1 WHERE q.open_snapshot_sessions < p_max_open;
+  IF NOT FOUND THEN
+    RETURN sync.rate_limited(v_us.user_pk, 'snapshot', 'max_open_snapshot_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
   SELECT string_agg(snapshot_sql, ' UNION ALL ' ORDER BY table_id) INTO STRICT v_union FROM sync.table_catalog WHERE NOT retired;
   EXECUTE format($q$
@@ -166,13 +174,17 @@ $fn$
 
 export const snapshotDeleteSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_delete(p_user text, p_snapshot uuid) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_user_pk bigint;
 BEGIN
   DELETE FROM sync.snapshot_sessions s USING sync.user_state u
-   WHERE s.snapshot_id = p_snapshot AND u.user_pk = s.user_pk AND u.user_id = p_user;
+   WHERE s.snapshot_id = p_snapshot AND u.user_pk = s.user_pk AND u.user_id = p_user
+  RETURNING s.user_pk INTO v_user_pk;
   IF NOT FOUND THEN
     RETURN sync.err('snapshot_session_not_found', format('snapshot session %s does not exist', p_snapshot));
   END IF;
   DELETE FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot;
+  UPDATE sync.user_quota SET open_snapshot_sessions = open_snapshot_sessions - 1 WHERE user_pk = v_user_pk;
   RETURN jsonb_build_object('deleted', true);
 END
 $fn$
