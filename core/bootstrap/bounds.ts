@@ -30,7 +30,8 @@ export async function functionsToBound(db: Queryable, bounds: TimeBounds): Promi
       FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'sync')
        AND p.proname = ANY (${[...REQUEST_FUNCTIONS]}::text[])
      ORDER BY 1`);
-  return rows.filter((r) => r.config !== want).map((r) => r.fn);
+  // Other settings a function declares (work_mem of snapshot_create) stay beside the bound.
+  return rows.filter((r) => !r.config.split(',').includes(want)).map((r) => r.fn);
 }
 
 /** Sets the lock bound of those functions (inside bootstrap's transaction, after migrations). */
