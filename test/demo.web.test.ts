@@ -15,10 +15,8 @@ import { serverWrite } from '../core/sync/push/server-write.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { findChromium, launchChromium, openDemoDevice, screenshot, type DemoDevice } from './support/browser.js';
+import { missing } from './support/prerequisites.js';
 import { startTestServer, type TestServer } from './support/server.js';
-
-const chromiumPath = findChromium();
-if (!chromiumPath) console.warn('demo.web.test.ts: SKIPPED — no chromium found (install Debian\'s chromium or set CHROMIUM_PATH; .ci/run installs it)');
 
 /** How long a change may take to travel device → server → device (debounce + watch long poll). */
 const SYNC_WAIT_MS = 30_000;
@@ -72,7 +70,7 @@ async function serverTodos(s: TestServer, user: string): Promise<Record<string, 
 }
 
 // Generous timeouts: `npm test` runs this beside the PostgreSQL suites on a 2-core machine.
-describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () => {
+describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 }, () => {
   let s: TestServer;
   let browser: Browser;
   const devices: DemoDevice[] = [];
@@ -85,7 +83,7 @@ describe.skipIf(!chromiumPath)('demo app in chromium', { timeout: 150_000 }, () 
   beforeAll(async () => {
     const built = await buildDemo();
     s = await startTestServer({ schemaSql: DEMO_SCHEMA_SQL, tables: parseTables(DEMO_SYNC_TABLES), staticDir: built.outDir, devTokens: true });
-    browser = await launchChromium(chromiumPath as string);
+    browser = await launchChromium(findChromium() as NonNullable<ReturnType<typeof findChromium>>);
   });
 
   afterAll(async () => {

@@ -1,24 +1,28 @@
 /**
- * Browser tests: finds the installed chromium (Debian's, or CHROMIUM_PATH), launches it headless
- * with playwright-core, and drives the demo app as a "device" (one browser context = one device
- * with its own OPFS, service worker and storage). Screenshots go to test-artifacts/.
+ * Browser tests: finds a chromium (CHROMIUM_PATH, Debian's, or the one the npm package
+ * @sparticuz/chromium ships: test/support/npm-chromium.ts), launches it headless with
+ * playwright-core, and drives the demo app as a "device" (one browser context = one device with
+ * its own OPFS, service worker and storage). Screenshots go to test-artifacts/.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { findChromium, prepareChromium, type ChromiumSource } from './npm-chromium.js';
+
+export { findChromium, type ChromiumSource };
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const ARTIFACTS_DIR = join(ROOT, 'test-artifacts');
 
-/** The chromium binary, or null when none is installed (the browser tests then skip). */
-export function findChromium(): string | null {
-  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-  return candidates.find((path): path is string => !!path && existsSync(path)) ?? null;
-}
-
-export async function launchChromium(executablePath: string): Promise<Browser> {
-  return chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+export async function launchChromium(source: ChromiumSource): Promise<Browser> {
+  const env = prepareChromium(source);
+  return chromium.launch({
+    executablePath: source.executablePath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    ...(Object.keys(env).length ? { env } : {}),
+  });
 }
 
 /** Saves a screenshot (the full page unless told otherwise) as test-artifacts/<folder>/<name>.png. */
