@@ -8,13 +8,16 @@ import { SkipSummary, type SkippedProject } from './test/support/skip-summary.js
 // the client, not the database: they run once, on 17 direct, where they take minutes; the
 // pinned regressions they produced and every other client suite run on every project.
 const CLIENT_MODEL_SUITES = ['test/convergence*.pg.test.ts', 'test/client-crash*.pg.test.ts'];
+// `npm start` as a process (its own embedded PostgreSQL 17) and the README's example (a script
+// against a server, nothing a pool route changes): once, on pg17.
+const ONCE_SUITES = [...CLIENT_MODEL_SUITES, 'test/local-runtime.pg.test.ts', 'test/readme-example.pg.test.ts'];
 
 const pgProject = (major: 16 | 17) => ({
   extends: true as const,
   test: {
     name: `pg${major}`,
     include: ['test/**/*.pg.test.ts'],
-    exclude: major === 17 ? [] : CLIENT_MODEL_SUITES,
+    exclude: major === 17 ? [] : ONCE_SUITES,
     globalSetup: ['test/support/global-setup.ts'],
   },
 });
@@ -28,7 +31,7 @@ const pooledProject = (name: 'pgbouncer17' | 'neon17') => ({
   test: {
     name,
     include: ['test/**/*.pg.test.ts'],
-    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...CLIENT_MODEL_SUITES],
+    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...ONCE_SUITES],
     globalSetup: ['test/support/global-setup.ts'],
   },
 });

@@ -44,9 +44,12 @@ export function parseTables(spec: string): RegisteredTableDecl[] {
   return out;
 }
 
+/** A required variable; missing or empty, it is reported with what it should hold. */
+const required = (what: string) => z.string({ error: `required: ${what}` }).min(1, `required: ${what}`);
+
 const envSchema = z.object({
-  DATABASE_URL: z.string().min(1, 'DATABASE_URL is required'),
-  SYNC_TABLES: z.string().min(1, 'SYNC_TABLES is required'),
+  DATABASE_URL: required('a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db'),
+  SYNC_TABLES: required('the registered tables, comma-separated schema.table:key_column, e.g. app.todos:id,app.lists:id'),
   SYNC_APP_NAME: z.string().default('lockstep'),
   SYNC_MAX_SCHEMA_VERSION: z.coerce.number().int().positive().optional(),
   SYNC_USER_ID_CLAIM: z.string().default('sub'),

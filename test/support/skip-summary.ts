@@ -38,7 +38,8 @@ export class SkipSummary implements Reporter {
       }
     }
     const skippedTests: string[] = [];
-    for (const module of testModules) {
+    // `-t pattern` skips the rest on purpose: those are not missing anything.
+    if (!this.vitest?.config.testNamePattern) for (const module of testModules) {
       for (const test of module.children.allTests()) {
         if (test.result().state !== 'skipped') continue;
         skippedTests.push(`  ${module.project.name}: ${module.moduleId.replace(`${process.cwd()}/`, '')} > ${test.fullName}`);
