@@ -8,9 +8,9 @@ import { SkipSummary, type SkippedProject } from './test/support/skip-summary.js
 // the client, not the database: they run once, on 17 direct, where they take minutes; the
 // pinned regressions they produced and every other client suite run on every project.
 const CLIENT_MODEL_SUITES = ['test/convergence*.pg.test.ts', 'test/client-crash*.pg.test.ts'];
-// `npm start` as a process (its own embedded PostgreSQL 17) and the README's example (a script
-// against a server, nothing a pool route changes): once, on pg17.
-const ONCE_SUITES = [...CLIENT_MODEL_SUITES, 'test/local-runtime.pg.test.ts', 'test/readme-example.pg.test.ts'];
+// `npm start` as a process (its own embedded PostgreSQL 17), the README's example and the OpenAPI
+// conformance round (what they check no pool route changes): once, on pg17.
+const ONCE_SUITES = [...CLIENT_MODEL_SUITES, 'test/local-runtime.pg.test.ts', 'test/readme-example.pg.test.ts', 'test/openapi-conformance.pg.test.ts'];
 
 const pgProject = (major: 16 | 17) => ({
   extends: true as const,
