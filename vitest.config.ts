@@ -22,7 +22,7 @@ const pgProject = (major: 16 | 17) => ({
   },
 });
 
-// Pool-safety proofs (contract §1): the PostgreSQL suites again on 17 with the runtime's pool
+// Pool-safety proofs (docs/protocol.md §1): the PostgreSQL suites again on 17 with the runtime's pool
 // through PgBouncer in transaction mode, and over the Neon driver (WebSocket) instead of `pg`.
 // See test/support/global-setup.ts and runtimePoolOptions in test/support/server-db.ts.
 // Suites that spawn built bundles or measure performance stay on the direct projects.

@@ -1,6 +1,6 @@
 /**
- * `openClient`: the lifecycle around push, pull and rebuild (specification rules 6–8, contract
- * §9). Every public method runs under one in-process mutex, so a sync never interleaves with an
+ * `openClient`: the lifecycle around push, pull and rebuild (docs/protocol.md
+ * §10). Every public method runs under one in-process mutex, so a sync never interleaves with an
  * attach or a detach of the same database; `watch` waits outside it.
  *
  * Opening works offline: the server's capabilities are cached in `_sync_capabilities`, so local

@@ -1,5 +1,5 @@
 /**
- * Converts values between the application's SQLite columns and the wire (contract §4, §9), driven
+ * Converts values between the application's SQLite columns and the wire (docs/protocol.md §4.2), driven
  * by the server's column types (capabilities) and the local column's declared affinity: bytea ↔
  * BLOB as base64, uuid ↔ TEXT or 16-byte BLOB as dashed lowercase text, boolean ↔ 0/1, json ↔
  * TEXT, bigint/numeric ↔ exact decimal strings, the rest as they are.

@@ -20,7 +20,7 @@ export const ClientErrorCode = {
   pushNotConverging: 'push_not_converging',
   /**
    * The server refused this device's source identity (`source_retired`, `source_sequence_*`,
-   * `push_request_mismatch`). Recovery is explicit (specification rule 6): call `rebuild()`, which
+   * `push_request_mismatch`). Recovery is explicit (docs/protocol.md §10.6): call `rebuild()`, which
    * rotates to a new source and keeps every local change.
    */
   sourceRecoveryRequired: 'source_recovery_required',

@@ -1,5 +1,5 @@
 /**
- * Pull (specification item 4, rule 3): complete committed bundles after the checkpoint, in order,
+ * Pull (docs/protocol.md §5.4, §10.3): complete committed bundles after the checkpoint, in order,
  * up to the stable ceiling frozen by the first page (`target_bundle_seq` on the next ones).
  *
  * Each page is applied in one local transaction that also advances the checkpoint, so a crash

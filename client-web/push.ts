@@ -1,5 +1,5 @@
 /**
- * Push (specification items 2–3, rules 1–2, 4): one frozen bundle through a staged push session,
+ * Push (docs/protocol.md §5.2, §10.1–§10.2, §10.4): one frozen bundle through a staged push session,
  * then the replay of its authoritative committed rows.
  *
  * Every step is safe to repeat, because the bundle is frozen (its source tuple and canonical

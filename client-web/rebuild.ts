@@ -1,5 +1,5 @@
 /**
- * Rebuild from a snapshot session (specification item 5, rules 3–6): fresh installs, pruned
+ * Rebuild from a snapshot session (docs/protocol.md §5.6, §10.4–§10.6): fresh installs, pruned
  * history, a committed push whose replay fell below the retained floor, and source recovery.
  *
  * The download is resumable: the session and the next row ordinal are durable, each page is

@@ -1,5 +1,5 @@
 /**
- * Source refusals (specification rule 5): the server no longer accepts this device's source id.
+ * Source refusals (docs/protocol.md §10.5): the server no longer accepts this device's source id.
  * The refusal is recorded durably (so `rebuild()` knows to rotate, even after a restart) and
  * raised as `source_recovery_required`; recovery stays the application's explicit call (rule 6).
  */

@@ -1,5 +1,5 @@
 /**
- * Configuration from the environment, with the same names in Lambda and locally (contract §8).
+ * Configuration from the environment, with the same names in Lambda and locally (the README's Configuration table).
  */
 import { z } from 'zod';
 import { limitsFromEnv, type Limits } from './limits.js';

@@ -1,5 +1,5 @@
 /**
- * Every limit the service enforces, in one place (contract §7). Units come last in each name.
+ * Every limit the service enforces, in one place (docs/protocol.md §8). Units come last in each name.
  * Capabilities publish all of them under `bundle_limits`; an advertised limit that is not
  * enforced is worse than none, so each one has a test that crosses it.
  */

@@ -1,6 +1,6 @@
 /**
  * Issue 4 (write path): every code of push-session create, chunk upload, commit and delete, with
- * its HTTP status and body (contract §5, §6), plus the hashes recomputed on the client side.
+ * its HTTP status and body (docs/protocol.md §5.2, §7), plus the hashes recomputed on the client side.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * How each PostgreSQL column type travels on the wire (contract §4). Shared by the server's
+ * How each PostgreSQL column type travels on the wire (docs/protocol.md §4.2). Shared by the server's
  * generated SQL and the client's value codec, so both sides agree on every type.
  */
 export type WireCategory = 'bytea' | 'decimal' | 'uuid' | 'timestamptz' | 'json' | 'boolean' | 'integer' | 'float' | 'text' | 'other';

@@ -1,6 +1,6 @@
 /**
  * PgBouncer in transaction pooling mode in front of a test server: the pooled PostgreSQL the
- * contract (§1) targets. Every transaction, and every statement outside one, may land on a
+ * protocol targets (docs/protocol.md §1). Every transaction, and every statement outside one, may land on a
  * different server connection, so any session state the runtime relied on would break here.
  *
  * Uses the Debian package's /usr/sbin/pgbouncer (`.ci/run` installs it). PgBouncer refuses to run

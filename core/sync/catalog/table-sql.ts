@@ -4,7 +4,7 @@
  * from request data. Every bootstrap regenerates it; a difference (a new column, a new build's
  * generator) is written back in the same transaction as the schema change it follows.
  *
- * Wire encodings (contract §4) live here, on the server side of the wire: bytea ↔ base64,
+ * Wire encodings (docs/protocol.md §4.2) live here, on the server side of the wire: bytea ↔ base64,
  * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC.
  */
 import { quoteIdent as q, quoteLiteral } from '../../db/sql.js';
