@@ -86,8 +86,7 @@ CREATE TABLE IF NOT EXISTS _sync_rebuild_state (
   snapshot_bundle_seq INTEGER,
   row_count INTEGER,
   next_row_ordinal INTEGER NOT NULL DEFAULT 0,
-  expires_at TEXT,
-  header_source_id TEXT
+  expires_at TEXT
 );
 CREATE TABLE IF NOT EXISTS _sync_capabilities (
   id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -1,6 +1,6 @@
 /**
  * The application's local tables, read from SQLite and checked against the server's
- * `registered_table_specs` (specification "Client local table requirements", contract §9):
+ * `registered_table_specs` (docs/protocol.md §10.8):
  * the sync key is the local PRIMARY KEY (`TEXT`, or a UUID `BLOB`), every local column exists on
  * the server with a compatible type, and the managed set is closed under foreign keys, locally and
  * on the server. A table that could never push is refused too: one without a server column that is

@@ -17,7 +17,7 @@ import { clearFrozen, readAttachment, readFrozen, readSource, recordFrozen, upda
 
 export type WireOp = 'INSERT' | 'UPDATE' | 'DELETE';
 
-/** A pushed row exactly as it goes on the wire (specification "Row shapes"). */
+/** A pushed row exactly as it goes on the wire (docs/protocol.md §4.1). */
 export interface PushedWireRow {
   readonly schema: string;
   readonly table: string;
@@ -41,7 +41,7 @@ export interface FreezeLimits {
   readonly maxBytes: number;
 }
 
-/** Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the pushed rows (contract §4). */
+/** Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the pushed rows (docs/protocol.md §4.3). */
 export async function requestHash(rows: readonly PushedWireRow[]): Promise<string> {
   const text = canonicalize(rows) ?? '[]';
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));

@@ -6,7 +6,7 @@
  * Every endpoint is safe to retry: chunks are idempotent for the same chunk, commit answers the
  * same again, and a repeated create only leaves an unused session that expires. The one 503 that
  * is not retried here is `commit_outcome_unknown`: the push protocol answers it by starting over
- * from session create with the frozen bundle (specification rule 2).
+ * from session create with the frozen bundle (docs/protocol.md §10.2).
  */
 import { type z } from 'zod';
 import { isServerErrorCode, type ServerErrorCode, type TransportErrorCode } from './errors.js';

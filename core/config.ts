@@ -1,5 +1,5 @@
 /**
- * Configuration from the environment, with the same names in Lambda and locally (contract §8).
+ * Configuration from the environment, with the same names in Lambda and locally (the README's Configuration table).
  */
 import { limitsFromEnv, type Limits } from './limits.js';
 import { type DbDriver } from './db/pools.js';
@@ -60,9 +60,10 @@ function readEnv(env: Record<string, string | undefined>) {
     const value = env[name];
     return value === undefined || value === '' ? undefined : value;
   };
-  const required = (name: string): string => {
+  /** A required variable; missing or empty, it is reported with what it should hold. */
+  const required = (name: string, what: string): string => {
     const value = text(name);
-    if (value === undefined) problems.push(`${name}: ${name} is required`);
+    if (value === undefined) problems.push(`${name}: required: ${what}`);
     return value ?? '';
   };
   const positiveInt = (name: string): number | undefined => {
@@ -79,8 +80,8 @@ function readEnv(env: Record<string, string | undefined>) {
     return value as T;
   };
   const data = {
-    DATABASE_URL: required('DATABASE_URL'),
-    SYNC_TABLES: required('SYNC_TABLES'),
+    DATABASE_URL: required('DATABASE_URL', 'a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db'),
+    SYNC_TABLES: required('SYNC_TABLES', 'the registered tables, comma-separated schema.table:key_column, e.g. app.todos:id,app.lists:id'),
     SYNC_APP_NAME: env['SYNC_APP_NAME'] ?? 'lockstep',
     SYNC_MAX_SCHEMA_VERSION: positiveInt('SYNC_MAX_SCHEMA_VERSION'),
     SYNC_USER_ID_CLAIM: env['SYNC_USER_ID_CLAIM'] ?? 'sub',

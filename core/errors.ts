@@ -1,5 +1,5 @@
 /**
- * The one registry of error codes (contract §6). Every code a client can see is here with its
+ * The one registry of error codes (docs/protocol.md §7). Every code a client can see is here with its
  * HTTP status and remedy; `SyncError` carries a code from the core to the edge, and the edge is
  * the only place that turns it into an HTTP answer.
  *
@@ -88,7 +88,7 @@ export class UnsupportedSchemaError extends Error {
 }
 
 export interface SchemaViolation {
-  /** Rule number of the specification's server table requirements, or a named envelope rule. */
+  /** Rule number of the registered-table requirements (docs/protocol.md §11), or a named envelope rule. */
   readonly rule: string;
   readonly table: string;
   readonly object?: string;

@@ -1,5 +1,5 @@
 /**
- * Every limit the service enforces, in one place (contract §7). Units come last in each name.
+ * Every limit the service enforces, in one place (docs/protocol.md §8). Units come last in each name.
  * Capabilities publish all of them under `bundle_limits`; an advertised limit that is not
  * enforced is worse than none, so each one has a test that crosses it.
  */
@@ -92,11 +92,11 @@ export interface Limits {
   readonly pageEnvelopeBytes: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
-  /** Staging push sessions one user may hold at once (contract §10); over it: 429 rate_limited. */
+  /** Staging push sessions one user may hold at once (protocol §8); over it: 429 rate_limited. */
   readonly maxOpenPushSessionsPerUser: number;
-  /** Snapshot sessions one user may hold at once (contract §10); each is a copy of all their rows. */
+  /** Snapshot sessions one user may hold at once (protocol §8); each is a copy of all their rows. */
   readonly maxOpenSnapshotSessionsPerUser: number;
-  /** Bytes of request bodies one user may have staged in open push sessions (contract §10). */
+  /** Bytes of request bodies one user may have staged in open push sessions (protocol §8). */
   readonly maxStagedBytesPerUser: number;
   /**
    * How often maintenance runs: the local runtime's timer, and the Retry-After of a cap held only

@@ -308,7 +308,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   server.on('clientError', answerClientError);
   server.keepAliveTimeout = 30_000;
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  // A busy port is an error for the caller (npm start names the holder), not an unhandled 'error' event.
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
   return {

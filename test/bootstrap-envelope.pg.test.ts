@@ -225,12 +225,6 @@ describe('bootstrap envelope (rules 1–10)', () => {
     const error = await refusal(t, parseTables('nowhere.t:id'));
     expect(has(error.violations, { table: 'nowhere.t' })).toBe(true);
   });
-
-  it('unsupported server version: kept in bootstrap, not testable against 16/17', async (ctx) => {
-    const { rows } = await t.exec(`SELECT current_setting('server_version_num')::int AS v`);
-    expect(rows[0].v >= 160000 && rows[0].v < 180000).toBe(true);
-    ctx.skip();
-  });
 });
 
 describe('bootstrap persistence validation comes first', () => {

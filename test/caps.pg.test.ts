@@ -1,5 +1,5 @@
 /**
- * Issue 15 item 7, per-user caps (contract §10): open push sessions, open snapshot sessions and
+ * Issue 15 item 7, per-user caps (protocol §8): open push sessions, open snapshot sessions and
  * staged bytes per user. Over a cap: 429 rate_limited with Retry-After, nothing stored, other users
  * unaffected; committing, deleting or expiring a session (maintenance, which the local runtime
  * runs on a timer as Lambda's schedule does) gives the room back. The caps are published in

@@ -1,5 +1,5 @@
 /**
- * Issue 10, isolation between users (contract §2: another user's session or bundle is answered
+ * Issue 10, isolation between users (docs/protocol.md §2: another user's session or bundle is answered
  * exactly like a missing one; existence never leaks). Extends what the suites already pin —
  * read-pull (B's pull/snapshot hold none of A's rows, one foreign bundle and snapshot are 404),
  * write-push (a foreign push session is 404 for chunk/commit/delete), write-commit (the same key

@@ -26,7 +26,7 @@ describe('limits', () => {
       SYNC_LIMIT_REQUEST_TIMEOUT_MS: '3000', SYNC_LIMIT_DB_CONNECT_TIMEOUT_MS: '800', SYNC_LIMIT_WATCH_MAX_WAIT_SECONDS: '2' }).queryTimeoutMs).toBe(1200);
   });
 
-  it('publishes the per-user caps of contract §10 in bundle_limits', async () => {
+  it('publishes the per-user caps of protocol §8 in bundle_limits', async () => {
     const { limitsToWire } = await import('../core/limits.js');
     expect(limitsToWire(defaultLimits)).toMatchObject({
       max_open_push_sessions_per_user: 64,

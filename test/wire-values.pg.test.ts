@@ -1,5 +1,5 @@
 /**
- * Issue 15 item 1 (server side, contract §10): every value PostgreSQL stores round-trips exactly
+ * Issue 15 item 1 (server side, protocol §4.2): every value PostgreSQL stores round-trips exactly
  * through push, committed rows, pull and snapshot — the time infinities, BC and five-digit years of
  * timestamptz, timestamp and date, numeric and double NaN and infinities, arrays as JSON arrays of
  * their elements' wire forms — and values the server writes itself render the same way. A JSON
@@ -59,7 +59,7 @@ const row = (id: string, payload: Record<string, unknown>, base = 0): PushRow =>
   schema: 'v', table: 'vals', key: { id }, op: base === 0 ? 'INSERT' : 'UPDATE', base_row_version: base, payload: { id, ...payload },
 });
 
-describe('wire values round-trip exactly (contract §10)', () => {
+describe('wire values round-trip exactly (protocol §4.2)', () => {
   let s: TestServer;
   beforeAll(async () => {
     s = await startTestServer({ schemaSql: SCHEMA, tables: parseTables('v.vals:id') });

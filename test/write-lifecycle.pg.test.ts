@@ -1,5 +1,5 @@
 /**
- * Issue 4 (write path): the first-connect lifecycle (contract §5 connect) and the scope failures a
+ * Issue 4 (write path): the first-connect lifecycle (docs/protocol.md §5.1) and the scope failures a
  * push meets while a scope is uninitialized, initializing, superseded or expired.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 /**
  * Issue 4 (write path): every code of push-session create, chunk upload, commit and delete, with
- * its HTTP status and body (contract §5, §6), plus the hashes recomputed on the client side.
+ * its HTTP status and body (docs/protocol.md §5.2, §7), plus the hashes recomputed on the client side.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
@@ -439,7 +439,7 @@ describe('write path: limits (small SYNC_LIMIT_* overrides)', () => {
       expect(Buffer.byteLength(JSON.stringify(p))).toBeLessThanOrEqual(2000);
     }
     expect(bundleHash(got)).toBe(committed.bundle_hash);
-    // A row no response could carry is refused at commit (contract §10), the source bundle unused;
+    // A row no response could carry is refused at commit (protocol §6), the source bundle unused;
     // a row that fills most of a page comes alone (a page always carries one row).
     expectStatus(await push(c, [list(uuid(), 'h'.repeat(3000)), list(uuid(), 'small')], { sourceBundleId: 2 }), 413, 'payload_too_large');
     const huge = await pushOk(c, [list(uuid(), 'h'.repeat(1150)), list(uuid(), 'small')], { sourceBundleId: 2 });

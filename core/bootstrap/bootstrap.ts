@@ -84,10 +84,14 @@ const CATALOG_SQL_FIELDS = [
 
 type StoredRow = StoredEntry & { readonly applyOrder: number; readonly sql: Readonly<Record<string, string>> };
 
+/** Refuses a server outside PostgreSQL 16.x and 17.x, given its `server_version_num`. */
+export function assertSupportedServerVersion(serverVersionNum: number): void {
+  if (serverVersionNum < 160000 || serverVersionNum >= 180000) throw new UnsupportedServerVersionError(serverVersionNum);
+}
+
 async function checkServerVersion(db: Queryable): Promise<void> {
   const [row] = await db.query<{ v: number }>(sql`SELECT current_setting('server_version_num')::int AS v`);
-  const v = row?.v ?? 0;
-  if (v < 160000 || v >= 180000) throw new UnsupportedServerVersionError(v);
+  assertSupportedServerVersion(row?.v ?? 0);
 }
 
 async function introspectAll(db: Queryable, tables: readonly RegisteredTableDecl[]): Promise<TableInfo[]> {

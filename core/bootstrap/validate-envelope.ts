@@ -1,5 +1,5 @@
 /**
- * The supported envelope: the specification's server table requirements, rules 1–10. Every
+ * The supported envelope: the registered-table requirements, rules 1–10 of docs/protocol.md §11. Every
  * violation of every table is collected, so one bootstrap run names them all.
  */
 import { type SchemaViolation } from '../errors.js';

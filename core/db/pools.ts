@@ -28,7 +28,7 @@ export interface PoolOptions {
   readonly idleTimeoutMs?: number;
 }
 
-// Keep bigint and numeric as exact decimal strings (contract §4); node-postgres does that by
+// Keep bigint and numeric as exact decimal strings (docs/protocol.md §4.2); node-postgres does that by
 // default for int8 (20) and numeric (1700). Timestamps stay text so nothing is lost to Date.
 const TIMESTAMPTZ_OID = 1184;
 const TIMESTAMP_OID = 1114;

@@ -3,7 +3,7 @@
  * `@neondatabase/serverless`'s Pool satisfy `PoolLike`, so the same core runs in Lambda over
  * Neon's pooler and locally over `pg`.
  *
- * Pool safety (contract §1): nothing here keeps session state. Transactions set their timeouts
+ * Pool safety (docs/protocol.md §1): nothing here keeps session state. Transactions set their timeouts
  * with `set_config(..., true)` (transaction-local), and the hot endpoints are single statements
  * that call managed functions, so a transaction pooler may hand every statement to another
  * backend.

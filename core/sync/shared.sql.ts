@@ -52,7 +52,7 @@ $fn$
 
 /**
  * Bytes a text takes once embedded as a JSON string, as Lambda counts a response body inside its
- * function result (contract §10: quotes, backslashes and control characters escaped; UTF-8
+ * function result (protocol §6: quotes, backslashes and control characters escaped; UTF-8
  * otherwise, as both PostgreSQL and JSON.stringify leave it). Page budgets are in these bytes.
  * Its argument is always JSON text, which holds no raw control characters, so the escaped size
  * is its UTF-8 length plus one byte per quote and backslash: two replace() passes, twice as

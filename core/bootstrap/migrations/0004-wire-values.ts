@@ -1,5 +1,5 @@
 /**
- * Layout version 4: every value PostgreSQL stores round-trips (contract §10). `sync.rfc3339`
+ * Layout version 4: every value PostgreSQL stores round-trips (protocol §4.2). `sync.rfc3339`
  * renders the timestamptz infinities and years outside 1–9999 (BC as ISO 8601 expanded years)
  * instead of null and a year without its era; new helpers give timestamp and date the same
  * forms, arrays their elements' wire forms, and read expanded years and base64 array elements

@@ -1,5 +1,5 @@
 /**
- * Layout version 8: per-user caps (issue 15, item 7; contract §10). `sync.user_quota` keeps each
+ * Layout version 8: per-user caps (issue 15, item 7; protocol §8). `sync.user_quota` keeps each
  * user's open push sessions, open snapshot sessions and staged bytes, maintained by the
  * functions that open and close sessions (create, commit, delete, maintenance), so a cap is one
  * row read and written, never a count over a session table; over a cap the answer is 429

@@ -4,7 +4,7 @@
  * from request data. Every bootstrap regenerates it; a difference (a new column, a new build's
  * generator) is written back in the same transaction as the schema change it follows.
  *
- * Wire encodings (contract §4) live here, on the server side of the wire: bytea ↔ base64,
+ * Wire encodings (docs/protocol.md §4.2) live here, on the server side of the wire: bytea ↔ base64,
  * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC.
  */
 import { quoteIdent as q, quoteLiteral } from '../../db/sql.js';
@@ -66,7 +66,7 @@ const TIMESTAMP = /^timestamp(\(\d+\))? without time zone$/;
 
 /**
  * How a type's values need converting between PostgreSQL and the wire beyond what to_jsonb and
- * jsonb_populate_record do (contract §10): bytea as base64, time values outside RFC 3339's years
+ * jsonb_populate_record do (protocol §4.2): bytea as base64, time values outside RFC 3339's years
  * as expanded years, and arrays of those element by element.
  */
 type TimeKind = 'timestamptz' | 'timestamp' | 'date';

@@ -1,5 +1,5 @@
 /**
- * Wire forms of the values RFC 3339 and JSON cannot spell (contract §10), used by the per-table
+ * Wire forms of the values RFC 3339 and JSON cannot spell (protocol §4.2), used by the per-table
  * SQL that table-sql.ts generates: time values outside years 1–9999 (infinities, BC dates as ISO
  * 8601 expanded years in astronomical numbering: 44 BC is -0043), and arrays as JSON arrays of
  * their element's wire form. Floating-point NaN and infinities already render as the JSON strings

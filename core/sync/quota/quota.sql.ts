@@ -1,5 +1,5 @@
 /**
- * Per-user caps (contract §10): open push sessions, open snapshot sessions and staged bytes per
+ * Per-user caps (protocol §8): open push sessions, open snapshot sessions and staged bytes per
  * user, kept as counters in `sync.user_quota` by the functions that open and close sessions
  * (create, commit, delete, maintenance), so enforcing a cap reads one row, never a session table.
  * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
