@@ -25,7 +25,7 @@ import { ClientError, ClientErrorCode, isServerErrorCode } from './errors.js';
 import { isCode, SCOPE_REFUSALS, SOURCE_REFUSALS } from './http-errors.js';
 import { readOutbox, type OutboxRow } from './outbox.js';
 import { readAttachment, type FrozenBundle, type Rejection, type Violation } from './state.js';
-import { SyncHttpError } from './transport.js';
+import type { SyncHttpError } from './transport.js';
 
 /** Sessions one push attempt starts at most (lost commit answers, expired sessions). */
 const MAX_SESSIONS = 8;

@@ -173,40 +173,43 @@ export function limitProblems(l: Limits): string[] {
   }
   if (!(l.dbConnectTimeoutMs < l.requestTimeoutMs)) problems.push(`db_connect_timeout_ms (${l.dbConnectTimeoutMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
   if (!(l.watchMaxWaitSeconds * 1000 < l.requestTimeoutMs)) problems.push(`watch_max_wait_seconds (${l.watchMaxWaitSeconds}) must end before request_timeout_ms (${l.requestTimeoutMs})`);
+  if (!(l.requestTimeoutMs + l.functionReserveMs < API_GATEWAY_TIMEOUT_MS)) problems.push(`request_timeout_ms + function_reserve_ms (${l.requestTimeoutMs + l.functionReserveMs}) must be below API Gateway (${API_GATEWAY_TIMEOUT_MS})`);
   if (l.poolSharePerUserPercent > 100) problems.push('pool_share_per_user_percent is at most 100');
+  // Every default is clamped to its maximum where it is used, so a lowered push-chunk or watch
+  // maximum needs no second setting; the page defaults are published for clients to plan pages
+  // by, and one above its own maximum would tell them a size the server never serves.
+  const atMost: Array<[string, number, string, number]> = [
+    ['default_bundles_per_pull', l.defaultBundlesPerPull, 'max_bundles_per_pull', l.maxBundlesPerPull],
+    ['default_rows_per_page', l.defaultRowsPerPage, 'max_rows_per_page', l.maxRowsPerPage],
+    // One user must be able to stage one whole bundle of the largest size, or that bundle would
+    // be refused 429 forever: stuck, with a way out that never opens.
+    ['max_bytes_per_bundle', l.maxBytesPerBundle, 'max_staged_bytes_per_user', l.maxStagedBytesPerUser],
+  ];
+  for (const [a, av, b, bv] of atMost) if (!(av <= bv)) problems.push(`${a} (${av}) must be at most ${b} (${bv})`);
+  // A page must keep room for at least one row inside the answer.
+  if (!(l.responseEnvelopeBytes + l.pageEnvelopeBytes < l.maxResponseBytes)) problems.push(`response_envelope_bytes + page_envelope_bytes must be below max_response_bytes (${l.maxResponseBytes})`);
   return problems;
 }
 
-/** The wire names of the limits, as capabilities' `bundle_limits` reports them. */
+/**
+ * A limit's one external name, derived from its key: `maxRowsPerPushChunk` is
+ * `max_rows_per_push_chunk` in capabilities' `bundle_limits` and `SYNC_LIMIT_MAX_ROWS_PER_PUSH_CHUNK`
+ * in the environment. Deriving it leaves no second spelling to drift.
+ */
+export function limitWireName(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/** Every limit under its wire name, as capabilities' `bundle_limits` reports them. */
 export function limitsToWire(limits: Limits): Record<string, number> {
-  return {
-    default_rows_per_push_chunk: limits.defaultRowsPerPushChunk,
-    max_rows_per_push_chunk: limits.maxRowsPerPushChunk,
-    max_rows_per_bundle: limits.maxRowsPerBundle,
-    max_bytes_per_bundle: limits.maxBytesPerBundle,
-    max_request_bytes: limits.maxRequestBytes,
-    max_response_bytes: limits.maxResponseBytes,
-    default_bundles_per_pull: limits.defaultBundlesPerPull,
-    max_bundles_per_pull: limits.maxBundlesPerPull,
-    default_rows_per_page: limits.defaultRowsPerPage,
-    max_rows_per_page: limits.maxRowsPerPage,
-    push_session_ttl_seconds: limits.pushSessionTtlSeconds,
-    snapshot_session_ttl_seconds: limits.snapshotSessionTtlSeconds,
-    initialization_lease_ttl_seconds: limits.initializationLeaseTtlSeconds,
-    retained_bundles_per_user: limits.retainedBundlesPerUser,
-    watch_max_wait_seconds: limits.watchMaxWaitSeconds,
-    max_conflicts_per_answer: limits.maxConflictsPerAnswer,
-    max_open_push_sessions_per_user: limits.maxOpenPushSessionsPerUser,
-    max_open_snapshot_sessions_per_user: limits.maxOpenSnapshotSessionsPerUser,
-    max_staged_bytes_per_user: limits.maxStagedBytesPerUser,
-  };
+  return Object.fromEntries(Object.entries(limits).map(([key, value]) => [limitWireName(key), value as number]));
 }
 
 /** Environment overrides: `SYNC_LIMIT_<WIRE_NAME_UPPERCASE>=<integer>`. */
 export function limitsFromEnv(env: Record<string, string | undefined>, base: Limits = defaultLimits): Limits {
   const out: Record<string, number> = { ...base };
   for (const key of Object.keys(base)) {
-    const envName = `SYNC_LIMIT_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+    const envName = `SYNC_LIMIT_${limitWireName(key).toUpperCase()}`;
     const raw = env[envName];
     if (raw === undefined || raw === '') continue;
     const n = Number(raw);

@@ -29,6 +29,8 @@ describe('per-user caps', () => {
         SYNC_LIMIT_MAX_OPEN_PUSH_SESSIONS_PER_USER: '3',
         SYNC_LIMIT_MAX_OPEN_SNAPSHOT_SESSIONS_PER_USER: '2',
         SYNC_LIMIT_MAX_STAGED_BYTES_PER_USER: '3000',
+        // A bundle never exceeds what one user may stage (core/limits.ts asserts it).
+        SYNC_LIMIT_MAX_BYTES_PER_BUNDLE: '3000',
         SYNC_LIMIT_MAINTENANCE_INTERVAL_SECONDS: '1',
       },
       maintenance: true,

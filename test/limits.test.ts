@@ -26,6 +26,21 @@ describe('limits', () => {
       SYNC_LIMIT_REQUEST_TIMEOUT_MS: '3000', SYNC_LIMIT_DB_CONNECT_TIMEOUT_MS: '800', SYNC_LIMIT_WATCH_MAX_WAIT_SECONDS: '2' }).queryTimeoutMs).toBe(1200);
   });
 
+  it('an override that puts a page default above its maximum, or a bundle above a user\'s staging cap, is refused', () => {
+    expect(() => limitsFromEnv({ SYNC_LIMIT_DEFAULT_ROWS_PER_PAGE: '6000' })).toThrow(/default_rows_per_page \(6000\) must be at most max_rows_per_page/);
+    expect(() => limitsFromEnv({ SYNC_LIMIT_MAX_STAGED_BYTES_PER_USER: '1000' })).toThrow(/max_bytes_per_bundle .* must be at most max_staged_bytes_per_user/);
+    expect(() => limitsFromEnv({ SYNC_LIMIT_FUNCTION_RESERVE_MS: '5000' })).toThrow(/function_reserve_ms/);
+  });
+
+  it('publishes every limit under one derived name, the one its environment override uses', async () => {
+    const { limitsToWire, limitWireName } = await import('../core/limits.js');
+    const wire = limitsToWire(defaultLimits);
+    expect(Object.keys(wire)).toHaveLength(Object.keys(defaultLimits).length);
+    for (const name of Object.keys(wire)) expect(name).toMatch(/^[a-z]+(_[a-z0-9]+)*$/);
+    expect(limitWireName('maxRowsPerPushChunk')).toBe('max_rows_per_push_chunk');
+    expect(limitsFromEnv({ SYNC_LIMIT_MAX_KEY_BYTES: '512' }).maxKeyBytes).toBe(512);
+  });
+
   it('publishes the per-user caps of protocol §8 in bundle_limits', async () => {
     const { limitsToWire } = await import('../core/limits.js');
     expect(limitsToWire(defaultLimits)).toMatchObject({

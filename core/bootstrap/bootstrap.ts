@@ -135,7 +135,7 @@ function descriptionFormat(meta: ReadonlyMap<string, string>): DescriptionFormat
 }
 
 /** Managed objects equal the stored description; drift fails (it is never repaired silently). */
-async function verifyManaged(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
+async function verifyManaged(tx: Queryable): Promise<void> {
   // Never a `.catch` around a failing read here: inside a transaction the failure aborts it, and
   // the next statement would report 25P02. readLayoutVersion checked the bookkeeping's shape.
   if (!(await readLayoutVersion(tx))) throw new ManagedLayoutMismatchError(['the schema sync is missing']);
@@ -296,7 +296,7 @@ async function adoptNewTables(tx: Queryable, entries: readonly CatalogEntry[], r
   return adopted;
 }
 
-async function storeDescription(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
+async function storeDescription(tx: Queryable): Promise<void> {
   const description = await describeLayout(tx, 2);
   await tx.query(sql`
     INSERT INTO sync.meta (key, value) VALUES ('layout_description', ${JSON.stringify(description)}), ('layout_description_format', '2')
@@ -320,7 +320,7 @@ async function write(tx: Queryable, opts: BootstrapOptions, target: number): Pro
   const before = await plan(tx, opts);
   const fresh = before.layout === null;
   // Drift before the upgrade is drift too: migrations must not paper over it.
-  if (!fresh) await verifyManaged(tx, before.infos);
+  if (!fresh) await verifyManaged(tx);
   const names = opts.tables.map((t) => `${quoteIdent(t.schema)}.${quoteIdent(t.table)}`);
   // Writers wait while existing rows are adopted (a fresh layout); otherwise only DDL waits.
   await tx.simple(`LOCK TABLE ${names.join(', ')} IN ${fresh ? 'SHARE ROW EXCLUSIVE' : 'ACCESS SHARE'} MODE`);
@@ -349,8 +349,8 @@ async function write(tx: Queryable, opts: BootstrapOptions, target: number): Pro
   if (fresh) await tx.query(sql`INSERT INTO sync.meta (key, value) VALUES ('created_at', now()::text) ON CONFLICT (key) DO NOTHING`);
   // After the migrations, which re-create functions without it: the description records it.
   await boundFunctions(tx, opts.bounds ?? DEFAULT_BOUNDS);
-  await storeDescription(tx, p.infos);
-  await verifyManaged(tx, p.infos);
+  await storeDescription(tx);
+  await verifyManaged(tx);
   return { created: fresh, catalog: p.catalog, adopted, from: migrated.from, to: migrated.to, schemaVersion, applied: p.changes };
 }
 
@@ -375,7 +375,7 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
   }
   if (!opts.applySql && !needsWrite(p, target)) {
     const meta = await db.runTx(async (tx) => {
-      await verifyManaged(tx, p.infos);
+      await verifyManaged(tx);
       return readMeta(tx);
     }, readOnly);
     const version = p.layout?.version ?? target;

@@ -3,7 +3,7 @@
  * query, lower-cased headers, the body text, and the authorizer's claims.
  */
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { SyncError } from '../../core/errors.js';
 import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
@@ -87,6 +87,8 @@ export function pathUuid(request: EdgeRequest, name: string): string {
 
 /** Longest user id claim accepted (the `sub` of a JWT). */
 const USER_ID_MAX_CHARS = 256;
+// NUL is what PostgreSQL text cannot store: matching it is the point.
+// eslint-disable-next-line no-control-regex
 const UNSTORABLE = /\u0000|\p{Surrogate}/u;
 
 /**

@@ -36,7 +36,7 @@ const cases = conformanceCases(
 );
 
 /** The part of a dedicated worker's scope this file uses. */
-const scope = globalThis as unknown as { onmessage: (() => void) | null; postMessage(message: unknown): void };
+const scope = globalThis as unknown as { onmessage: (() => unknown) | null; postMessage(message: unknown): void };
 
 scope.onmessage = async () => {
   const results: CaseResult[] = [];
