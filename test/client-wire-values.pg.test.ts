@@ -67,7 +67,7 @@ describe('values JSON cannot spell, through the real client (protocol §4.2)', (
 
     const expected = [
       { id: FOREVER, title: 'forever', updated_at: 'infinity' },
-      // The server's rendering: RFC 3339 in UTC with all six fraction digits (protocol §4.2).
+      // The server's rendering of a year outside 1–9999: all six fraction digits (protocol §4.2).
       { id: ANCIENT, title: 'ancient', updated_at: '-0043-03-15T12:00:00.000000Z' },
       { id: BIG_BANG, title: 'before time', updated_at: '-infinity' },
     ];
