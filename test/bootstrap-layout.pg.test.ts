@@ -105,7 +105,7 @@ const TAMPERING: { name: string; sql: string; names: RegExp }[] = [
     sql: `CREATE OR REPLACE FUNCTION sync.op_name(p_op smallint) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$ SELECT 'INSERT' $fn$`,
     names: /function sync\.op_name/,
   },
-  { name: 'disable the guard trigger', sql: 'ALTER TABLE app.lists DISABLE TRIGGER _lockstep_guard', names: /app\.lists\._lockstep_guard /},
+  { name: 'disable the guard trigger', sql: 'ALTER TABLE app.lists DISABLE TRIGGER _lockstep_guard', names: /app\.lists\._lockstep_guard / },
   { name: 'drop a capture trigger', sql: 'DROP TRIGGER _lockstep_capture_update ON app.items', names: /app\.items\._lockstep_capture_update/ },
   { name: 'drop a counter sequence', sql: 'DROP SEQUENCE sync.counter_push_rejected', names: /counter_push_rejected/ },
   // Under the bootstrap lock, as an operator would have to (the sync tables refuse direct writes).

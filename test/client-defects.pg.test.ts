@@ -121,7 +121,7 @@ describe('web client defects (issue 16)', () => {
     await b.client.attach(user);
     await a.db.run("INSERT INTO kinds (code, ratio, amount) VALUES ('inf', ?, 'NaN'), ('-inf', ?, NULL), ('nan', 'NaN', NULL)", [Infinity, -Infinity]);
     expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 3 });
-    const server = await s.t.exec("SELECT code, ratio::text AS ratio, amount::text AS amount FROM app.kinds WHERE _sync_scope_id = $1 ORDER BY code", [user]);
+    const server = await s.t.exec('SELECT code, ratio::text AS ratio, amount::text AS amount FROM app.kinds WHERE _sync_scope_id = $1 ORDER BY code', [user]);
     expect(server.rows).toEqual([{ code: '-inf', ratio: '-Infinity', amount: null }, { code: 'inf', ratio: 'Infinity', amount: 'NaN' }, { code: 'nan', ratio: 'NaN', amount: null }]);
     await b.client.sync();
     expect(await b.db.query('SELECT code, ratio, typeof(ratio) AS t, amount FROM kinds ORDER BY code')).toEqual([

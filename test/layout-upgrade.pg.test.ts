@@ -217,5 +217,3 @@ describe('a rolling deploy keeps serving in both directions within the safe rang
     }
   });
 });
-
-

@@ -37,4 +37,3 @@ export const LOCAL_APP_TABLES: readonly TableConfig[] = [
   { schema: 'app', table: 'items' },
   { schema: 'app', table: 'kinds' },
 ];
-

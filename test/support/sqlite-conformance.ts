@@ -269,4 +269,3 @@ export function conformanceCases(adapter: Adapter, expect: ExpectStatic): Confor
   }
   return cases;
 }
-

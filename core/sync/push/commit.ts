@@ -115,4 +115,3 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
-

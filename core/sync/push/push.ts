@@ -46,4 +46,3 @@ export async function deletePushSession(ctx: SyncContext, actor: Actor, pushId: 
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`SELECT sync.push_delete(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid) AS answer`);
   unwrap(row?.answer);
 }
-
