@@ -9,6 +9,8 @@
 export const errorRegistry = {
   invalid_request: { status: 400, remedy: 'Fix the request; `details` says what is wrong.' },
   authentication_failed: { status: 401, remedy: 'Send a valid bearer token.' },
+  forbidden: { status: 403, remedy: 'This route is for operators: sign the request with IAM credentials allowed to call it (locally: the operator token).' },
+  user_not_found: { status: 404, remedy: 'The server has never seen this user connect; check the user id.' },
   route_not_found: { status: 404, remedy: 'Check the method and path against the API reference.' },
   request_headers_too_large: { status: 431, remedy: 'Send smaller headers (a shorter bearer token, fewer cookies).' },
   payload_too_large: { status: 413, remedy: 'Send smaller chunks or split the bundle.' },

@@ -6,7 +6,7 @@
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type Duplex } from 'node:stream';
-import { randomUUID } from 'node:crypto';
+import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createRemoteJWKSet, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
@@ -32,6 +32,11 @@ export interface GatewayOptions {
   readonly staticDir?: string | undefined;
   /** Enables POST /dev/token {user_id} → a signed HS256 token. Local development only. */
   readonly devTokens?: boolean;
+  /**
+   * The bearer token of operator routes (/syncx/operator/*), standing in for the IAM signature
+   * API Gateway checks in AWS; without one those routes answer 403.
+   */
+  readonly operatorToken?: string | undefined;
   /** Wraps every handler call; tests use it to inject faults. */
   readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
   /**
@@ -235,7 +240,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     // The token first, before a byte of the body is read: an unauthenticated upload is refused as
     // it arrives, never buffered.
     let claims: JWTPayload | null = null;
-    if (route?.auth ?? true) {
+    let operator = false;
+    if (route?.auth === 'operator') {
+      operator = options.operatorToken !== undefined && sameSecret(req.headers.authorization ?? '', `Bearer ${options.operatorToken}`);
+      if (!operator) return refuseUnread(req, res, 403, 'forbidden', 'operator routes need the operator token (LOCKSTEP_OPERATOR_TOKEN) as a bearer token');
+    } else if (route?.auth ?? true) {
       claims = await verify(req.headers.authorization);
       if (!claims || typeof claims[claimName] !== 'string') {
         return refuseUnread(req, res, 401, 'authentication_failed', 'a valid bearer token is required');
@@ -271,6 +280,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         time: now.toUTCString(),
         timeEpoch: now.getTime(),
         ...(claims ? { authorizer: { jwt: { claims: claims as Record<string, unknown>, scopes: [] } } } : {}),
+        ...(operator ? { authorizer: { iam: { userArn: 'local-operator', accessKey: '', accountId: 'local' } } } : {}),
       },
       ...(body.byteLength ? { body: body.toString('utf8') } : {}),
       isBase64Encoded: false,
@@ -328,4 +338,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** Compares two secrets in time independent of where they differ. */
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
 }

@@ -99,6 +99,7 @@ async function main(): Promise<void> {
     port,
     staticDir: demo.outDir,
     devTokens: env['SYNC_JWT_SECRET'] === DEV_SECRET || env['LOCKSTEP_DEV_TOKENS'] === '1',
+    operatorToken: env['LOCKSTEP_OPERATOR_TOKEN'] || undefined,
     maintenance: true,
   }).catch((error: unknown) => {
     // Taken since the check at the start.

@@ -1,6 +1,9 @@
-/** Lambda: GET /sync/capabilities, and the unauthenticated /syncx/health, /syncx/status and /syncx/openapi.json. */
+/**
+ * Lambda: GET /sync/capabilities, the unauthenticated /syncx/health, /syncx/status and
+ * /syncx/openapi.json, and the operator's GET /syncx/operator/users/{user_id} (IAM-authorized).
+ */
 import { openApiDocument } from '../core/protocol/openapi.js';
-import { capabilities, health, status } from '../core/sync/index.js';
+import { capabilities, health, status, userStatus } from '../core/sync/index.js';
 import { createHandler, type Route } from './edge/handler.js';
 
 export const routes: readonly Route[] = [
@@ -31,6 +34,12 @@ export const routes: readonly Route[] = [
       const { catalog, limits } = await ctx.sync();
       return { status: 200, body: await status(ctx.db, catalog, limits) };
     },
+  },
+  {
+    method: 'GET',
+    path: '/syncx/operator/users/{user_id}',
+    auth: 'operator',
+    run: async (req, ctx) => ({ status: 200, body: await userStatus(ctx.db, req.params['user_id'] as string) }),
   },
   {
     method: 'GET',

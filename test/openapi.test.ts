@@ -26,7 +26,8 @@ function documented(d: Json = doc): string[] {
       const op = item[method];
       if (!op) continue;
       const open = Array.isArray(op.security) && op.security.length === 0;
-      out.push(`${method.toUpperCase()} ${path} auth=${!open}`);
+      const operator = Array.isArray(op.security) && op.security.some((s: Json) => 'operator' in s);
+      out.push(`${method.toUpperCase()} ${path} auth=${operator ? 'operator' : !open}`);
     }
   }
   return out.sort();

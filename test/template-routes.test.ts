@@ -54,7 +54,7 @@ interface TemplateRoute {
   readonly fn: string;
   readonly method: string;
   readonly path: string;
-  readonly auth: boolean;
+  readonly auth: boolean | 'operator';
   /** The logical id of the HttpApi the event attaches to. */
   readonly api: unknown;
 }
@@ -65,7 +65,8 @@ function templateRoutes(t: Template = template): TemplateRoute[] {
     for (const event of Object.values<any>(props['Events'] ?? {})) {
       if (event.Type !== 'HttpApi') continue;
       const p = event.Properties;
-      routes.push({ fn, method: p.Method, path: p.Path, auth: p.Auth?.Authorizer !== 'NONE', api: p.ApiId?.Ref });
+      const authorizer = p.Auth?.Authorizer;
+      routes.push({ fn, method: p.Method, path: p.Path, auth: authorizer === 'AWS_IAM' ? 'operator' : authorizer !== 'NONE', api: p.ApiId?.Ref });
     }
   }
   return routes;
@@ -134,7 +135,7 @@ describe('infra/template.yaml', () => {
     expect(routeProblems(extra, functionRoutes)).toEqual(['PUT /sync/push-sessions: function push does not serve it']);
   });
 
-  it('protects /sync/* with the JWT authorizer by default and leaves only /syncx/* open', () => {
+  it('protects /sync/* with the JWT authorizer by default, /syncx/operator/* with IAM, and leaves only the rest of /syncx/* open', () => {
     const api = template.Resources['SyncApi'];
     expect(api?.Type).toBe('AWS::Serverless::HttpApi');
     const auth = api?.Properties?.['Auth'];
@@ -142,7 +143,8 @@ describe('infra/template.yaml', () => {
     const jwt = auth.Authorizers.LockstepJwt.JwtConfiguration;
     expect(jwt.issuer).toEqual({ Ref: 'JwtIssuer' });
     expect(jwt.audience).toEqual({ Ref: 'JwtAudience' });
-    for (const r of templateRoutes()) expect(r.auth, `${r.method} ${r.path}`).toBe(r.path.startsWith('/sync/'));
+    expect(auth.EnableIamAuthorizer).toBe(true);
+    for (const r of templateRoutes()) expect(r.auth, `${r.method} ${r.path}`).toBe(r.path.startsWith('/syncx/operator/') ? 'operator' : r.path.startsWith('/sync/'));
   });
 
   it('timeouts fire in order: query < request budget < function < API Gateway (issue 17 item 3)', () => {

@@ -52,10 +52,11 @@ function errorResponses(codes: readonly ErrorCode[]): Record<string, Json> {
 function parameters(op: Operation): Json[] {
   const out: Json[] = [];
   for (const [name, kind] of Object.entries(op.pathParameters ?? {})) {
-    out.push({ name, in: 'path', required: true, schema: kind === 'uuid' ? { type: 'string', format: 'uuid' } : { type: 'integer', minimum: 0 } });
+    const schema = kind === 'uuid' ? { type: 'string', format: 'uuid' } : kind === 'string' ? { type: 'string', minLength: 1 } : { type: 'integer', minimum: 0 };
+    out.push({ name, in: 'path', required: true, schema });
   }
   for (const q of op.query ?? []) out.push({ name: q.name, in: 'query', required: false, description: q.description, schema: { type: 'integer', minimum: q.minimum } });
-  if (op.auth) {
+  if (op.auth === true) {
     out.push({
       name: 'Sync-Source-ID',
       in: 'header',
@@ -74,11 +75,11 @@ function operation(op: Operation): Json {
       : { description: 'Done (no body).' },
   };
   for (const [status, other] of Object.entries(op.other ?? {})) responses[status] = { description: other.description, content: { 'application/json': { schema: ref(other.name) } } };
-  Object.assign(responses, errorResponses([...(op.auth ? COMMON_SYNC_ERRORS : COMMON_META_ERRORS), ...op.errors]));
+  Object.assign(responses, errorResponses([...(op.auth === true ? COMMON_SYNC_ERRORS : COMMON_META_ERRORS), ...op.errors]));
   return {
     operationId: op.operationId,
     summary: op.summary,
-    ...(op.auth ? {} : { security: [] }),
+    ...(op.auth === true ? {} : { security: op.auth === 'operator' ? [{ operator: [] }] : [] }),
     parameters: parameters(op),
     ...(op.body
       ? { requestBody: { required: !op.body.optional, content: { 'application/json': { schema: ref(op.body.name) } } } }
@@ -101,7 +102,11 @@ export function openApiDocument(): Json {
     security: [{ bearer: [] }],
     paths,
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The user id is the verified `sub` claim (configurable).' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The user id is the verified `sub` claim (configurable).' },
+        // API Gateway's AWS_IAM authorization: the request is signed with AWS Signature Version 4.
+        operator: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'AWS Signature Version 4 of an IAM principal allowed execute-api:Invoke on the operator routes (locally: Bearer LOCKSTEP_OPERATOR_TOKEN).' },
+      },
       schemas: components(),
     },
   };

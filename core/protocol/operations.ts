@@ -37,6 +37,21 @@ export const StatusResponse = z.looseObject({
   error_counters: z.record(z.string(), z.number()),
 });
 
+/** `GET /syncx/operator/users/{user_id}`: one user's status (protocol §5.8); new fields may appear. */
+export const UserStatusResponse = z.looseObject({
+  user_id: z.string(),
+  latest_bundle_seq: int,
+  retained_floor: int,
+  pruned_through: int,
+  source_count: int,
+  sources: z.array(z.looseObject({ source_id: z.string(), status: z.string(), last_bundle_seq: int.nullable(), bundles_since_last_push: int.nullable() })),
+  open_push_sessions: int,
+  open_snapshot_sessions: int,
+  staged_bytes: int,
+  last_conflict: z.looseObject({ source_id: z.string(), at: z.string() }).nullable(),
+  last_rejection: z.looseObject({ source_id: z.string(), at: z.string() }).nullable(),
+});
+
 /** The document itself: an object, described no further here. */
 export const OpenApiResponse = z.record(z.string(), z.unknown());
 
@@ -50,11 +65,12 @@ export interface QueryParameter {
 export interface Operation {
   readonly method: 'GET' | 'POST' | 'DELETE';
   readonly path: string;
-  readonly auth: boolean;
+  /** The user's bearer token (true), none (false), or IAM-signed operator credentials. */
+  readonly auth: boolean | 'operator';
   readonly operationId: string;
   readonly summary: string;
-  /** Path parameters: integers (`bundle_seq`) or UUIDs (`push_id`, `snapshot_id`). */
-  readonly pathParameters?: Readonly<Record<string, 'integer' | 'uuid'>>;
+  /** Path parameters: integers (`bundle_seq`), UUIDs (`push_id`, `snapshot_id`) or strings (`user_id`). */
+  readonly pathParameters?: Readonly<Record<string, 'integer' | 'uuid' | 'string'>>;
   readonly query?: readonly QueryParameter[];
   /** The JSON body, by name (a component of the document); `optional`: the body may be absent. */
   readonly body?: { readonly name: string; readonly schema: z.ZodType; readonly optional?: boolean };
@@ -183,6 +199,13 @@ export const OPERATIONS: readonly Operation[] = [
     summary: 'Lifecycle, registered tables, features, bundle visibility, retained floor and error counters.',
     ok: { status: 200, name: 'StatusResponse', schema: StatusResponse },
     errors: [],
+  },
+  {
+    method: 'GET', path: '/syncx/operator/users/{user_id}', auth: 'operator', operationId: 'userStatus',
+    summary: 'One user\'s status for an operator: stream, retained floor, sources with their last bundle and lag, open sessions, last conflict and rejection.',
+    pathParameters: { user_id: 'string' },
+    ok: { status: 200, name: 'UserStatusResponse', schema: UserStatusResponse },
+    errors: ['forbidden', 'user_not_found'],
   },
   {
     method: 'GET', path: '/syncx/openapi.json', auth: false, operationId: 'openapi',

@@ -12,3 +12,4 @@ export { capabilities, health, status, flushPendingCounters, FEATURES, type Heal
 export { PendingCounters } from './meta/counters.js';
 export { serverWrite, type ServerWriteOptions, type ServerWriteResult } from './push/server-write.js';
 export { runMaintenance, type MaintenanceTotals } from './maintenance/maintenance.js';
+export { userStatus, MAX_SOURCES_PER_STATUS } from './status/user-status.js';

@@ -7,7 +7,7 @@ import { type Limits } from '../../core/limits.js';
 import { type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
-import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
+import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
 
 export interface RouteContext {
@@ -24,8 +24,11 @@ export interface Route {
   readonly method: 'GET' | 'POST' | 'DELETE';
   /** A path template such as `/sync/push-sessions/{push_id}/chunks`. */
   readonly path: string;
-  /** Every /sync/* route is authenticated; health and status are not. */
-  readonly auth: boolean;
+  /**
+   * Every /sync/* route is authenticated by the user's token; health and status are not;
+   * `'operator'` routes (/syncx/operator/*) need IAM-signed operator credentials.
+   */
+  readonly auth: boolean | 'operator';
   run(request: EdgeRequest, ctx: RouteContext): Promise<EdgeAnswer>;
 }
 
@@ -100,9 +103,10 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       const base = readRequest(event, limits.maxRequestBytes);
       const { route, params } = findRoute(routes, base.method, base.path);
       const request: EdgeRequest = { ...base, params };
-      const actor = route.auth ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
+      if (route.auth === 'operator') requireOperator(request);
+      const actor = route.auth === true ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
       // An authenticated request waits on the database within its user's share of the pool.
-      if (route.auth) db = runtime.db.forRequest({ owner: actor.userId, deadline });
+      if (route.auth === true) db = runtime.db.forRequest({ owner: actor.userId, deadline });
       const requestDb = db;
       const rt = runtime;
       const ctx: RouteContext = {

@@ -11,7 +11,7 @@ import { type Actor } from '../../core/sync/index.js';
 /** The v2 event with either authorizer shape (JWT claims, or a Lambda authorizer's context). */
 export type HttpApiEvent = APIGatewayProxyEventV2 & {
   requestContext: APIGatewayProxyEventV2['requestContext'] & {
-    authorizer?: { jwt?: { claims?: Record<string, unknown> }; lambda?: Record<string, unknown> };
+    authorizer?: { jwt?: { claims?: Record<string, unknown> }; lambda?: Record<string, unknown>; iam?: Record<string, unknown> };
   };
 };
 
@@ -111,4 +111,14 @@ export function actorOf(request: EdgeRequest, userIdClaim: string): Actor {
   if (source === undefined) throw new SyncError('invalid_request', 'the Sync-Source-ID header is required');
   if (!SOURCE_ID_PATTERN.test(source)) throw new SyncError('invalid_request', 'Sync-Source-ID must be 1-128 characters of [A-Za-z0-9._:-]');
   return { userId: claim, sourceId: source };
+}
+
+/**
+ * An operator route's caller: API Gateway's IAM authorizer (the route's AuthorizationType is
+ * AWS_IAM) has verified the SigV4 signature and put the caller in `authorizer.iam`. Checked here
+ * too, so a route deployed without the authorizer refuses instead of answering anyone.
+ */
+export function requireOperator(request: EdgeRequest): void {
+  const iam = request.event.requestContext.authorizer?.iam;
+  if (!iam || typeof iam !== 'object') throw new SyncError('forbidden', 'this route needs IAM-signed operator credentials');
 }

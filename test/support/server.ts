@@ -92,6 +92,8 @@ export interface TestServerOptions {
   readonly devTokens?: boolean;
   /** Runs maintenance on the gateway's timer, as `npm start` does (off by default in tests). */
   readonly maintenance?: boolean;
+  /** Enables the operator routes with this bearer token. */
+  readonly operatorToken?: string;
   /** How the gateway verifies tokens; HS256 with TEST_JWT_SECRET when absent. */
   readonly auth?: GatewayAuth;
 }
@@ -122,6 +124,7 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
     ...(options.maintenance ? { maintenance: true } : {}),
+    ...(options.operatorToken ? { operatorToken: options.operatorToken } : {}),
   });
   return {
     url: gateway.url,

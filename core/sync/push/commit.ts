@@ -7,6 +7,7 @@ import { sql } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
 import { type CommitResponse, type Conflict } from '../../protocol/index.js';
 import { unwrap, rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE, type Actor, type SyncContext } from '../context.js';
+import { noteOutcome } from '../status/user-status.js';
 
 export interface Violation {
   readonly sqlstate: string;
@@ -100,18 +101,22 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   }
   const body = answer as Record<string, unknown>;
   if (body['error'] === 'push_conflict') {
-    return {
+    const outcome = {
       kind: 'conflict',
       message: String(body['message']),
       conflict: body['conflict'] as Conflict,
       conflicts: body['conflicts'] as Conflict[],
       conflictCount: Number(body['conflict_count']),
-    };
+    } as const;
+    await noteOutcome(ctx, actor, 'conflict', { push_id: pushId, message: outcome.message, conflict: outcome.conflict, conflict_count: outcome.conflictCount });
+    return outcome;
   }
   if (body['error'] === 'push_rejected') {
     const v = body['violation'] as Omit<Violation, 'key'>;
     const key = await violationKey(ctx, pushId, v.schema, v.table, body['_detail']);
-    return { kind: 'rejected', message: String(body['message']), violation: { ...v, key } };
+    const outcome = { kind: 'rejected', message: String(body['message']), violation: { ...v, key } } as const;
+    await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message: outcome.message, violation: outcome.violation });
+    return outcome;
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
