@@ -24,6 +24,7 @@ import { type Conflict, ErrorBody } from '../core/protocol/meta.js';
 import { CommittedRowsAnswer } from './wire.js';
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
+import { jsonStringBytes } from '../core/protocol/wire-bytes.js';
 import { type ConflictResolution, type PushResult } from './api.js';
 import { applyCommittedRows, applyServerRow, applyTransaction, inApplyMode, setRowMeta, writeLocalRow } from './apply.js';
 import { type ClientContext } from './context.js';
@@ -41,8 +42,11 @@ const MAX_ROUNDS = 25;
 /** Chunks are kept under this share of the server's request limit (JSON framing, headers). */
 const REQUEST_BYTES_SHARE = 0.85;
 
-const encoder = new TextEncoder();
-const wireBytes = (value: unknown): number => encoder.encode(JSON.stringify(value)).length;
+/**
+ * A row's share of the request as the server's limit counts it: the invoke event, where the body
+ * is an escaped JSON string, so every `"` and `\` of the row's JSON counts twice (contract §10).
+ */
+const wireBytes = (value: unknown): number => jsonStringBytes(JSON.stringify(value)) - 2;
 
 async function storeRejection(ctx: ClientContext, error: SyncHttpError): Promise<PushResult> {
   const violation = error.body['violation'] ?? error.body['details'] ?? null;

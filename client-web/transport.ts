@@ -141,7 +141,10 @@ export class Transport {
     }
     if (!response.ok) {
       const body = (json && typeof json === 'object' ? json : {}) as Record<string, unknown>;
-      const code = typeof body['error'] === 'string' ? body['error'] : `http_${response.status}`;
+      // API Gateway answers a request over Lambda's invoke limit with its own 413 (a body such as
+      // {"message":"Request Entity Too Large"}, no Lockstep code): it means the same as ours,
+      // so the caller splits the request either way.
+      const code = typeof body['error'] === 'string' ? body['error'] : response.status === 413 ? 'payload_too_large' : `http_${response.status}`;
       const message = typeof body['message'] === 'string' ? body['message'] : `HTTP ${response.status}`;
       throw new SyncHttpError(code, response.status, message, body, parseRetryAfter(response.headers.get('retry-after')));
     }

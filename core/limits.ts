@@ -85,6 +85,14 @@ export const defaultLimits: Limits = Object.freeze({
   catalogRefreshSeconds: 15,
 });
 
+/**
+ * AWS Lambda's own ceiling for a synchronous invoke: the request event and the function result are
+ * each at most 6 MB (6,291,456 bytes) as serialized JSON, escaping and base64 included. Not
+ * configurable: `maxRequestBytes` and `maxResponseBytes` must stay under it, and the local
+ * gateway answers as API Gateway does (its own 413, not a Lockstep body) above it.
+ */
+export const LAMBDA_PAYLOAD_BYTES_MAX = 6 * 1024 * 1024;
+
 /** The wire names of the limits, as capabilities' `bundle_limits` reports them. */
 export function limitsToWire(limits: Limits): Record<string, number> {
   return {

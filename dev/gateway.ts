@@ -9,6 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createRemoteJWKSet, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { LAMBDA_PAYLOAD_BYTES_MAX } from '../core/limits.js';
+import { serializedOver } from '../core/protocol/wire-bytes.js';
 import { functionRoutes, createHandler, type LambdaHandler, type Route, type Runtime, type HttpApiEvent } from '../functions/index.js';
 
 export interface GatewayAuth {
@@ -25,6 +27,12 @@ export interface GatewayOptions {
   readonly staticDir?: string | undefined;
   /** Enables POST /dev/token {user_id} → a signed HS256 token. Local development only. */
   readonly devTokens?: boolean;
+  /**
+   * Lambda's invoke limit, as the gateway enforces it on the event and the result (default
+   * LAMBDA_PAYLOAD_BYTES_MAX). Above it API Gateway answers itself, without a Lockstep body: 413
+   * for the request, 502 for the result. Tests lower it to reach those answers cheaply.
+   */
+  readonly invokeLimitBytes?: number;
   /** Wraps every handler call; tests use it to inject faults. */
   readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
 }
@@ -112,6 +120,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const secret = options.auth.secret ? new TextEncoder().encode(options.auth.secret) : undefined;
   const jwks: JWTVerifyGetKey | undefined = options.auth.jwksUrl ? createRemoteJWKSet(new URL(options.auth.jwksUrl)) : undefined;
   const claimName = runtime.config.userIdClaim;
+  const invokeLimitBytes = options.invokeLimitBytes ?? LAMBDA_PAYLOAD_BYTES_MAX;
 
   async function verify(header: string | undefined): Promise<JWTPayload | null> {
     const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
@@ -204,8 +213,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       ...(body.byteLength ? { body: body.toString('utf8') } : {}),
       isBase64Encoded: false,
     } as HttpApiEvent;
+    // API Gateway's own answers when Lambda refuses the event or the result (not Lockstep bodies).
+    if (serializedOver(event, invokeLimitBytes)) return send(res, 413, JSON.stringify({ message: 'Request Entity Too Large' }), { 'content-type': 'application/json' });
     const invoke = () => group.handler(event);
     const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
+    if (serializedOver(result, invokeLimitBytes)) return send(res, 502, JSON.stringify({ message: 'Internal Server Error' }), { 'content-type': 'application/json' });
     send(res, result.statusCode, result.body, result.headers);
   }
 

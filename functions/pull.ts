@@ -8,14 +8,14 @@ export const routes: readonly Route[] = [
     method: 'GET',
     path: '/sync/pull',
     auth: true,
-    run: async (req, ctx) => ({
-      status: 200,
-      body: await pull(await ctx.sync(), ctx.actor, {
+    run: async (req, ctx) => {
+      const params = {
         afterBundleSeq: queryInt(req, 'after_bundle_seq') ?? 0,
         maxBundles: queryInt(req, 'max_bundles', { min: 1 }),
         targetBundleSeq: queryInt(req, 'target_bundle_seq'),
-      }),
-    }),
+      };
+      return ctx.page((sync) => pull(sync, ctx.actor, params));
+    },
   },
   {
     method: 'GET',

@@ -24,3 +24,4 @@ export {
 export { ColumnSpec, TableSpec, CapabilitiesResponse, Conflict, ErrorBody } from './meta.js';
 export { PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from './version.js';
 export { wireCategory, type WireCategory } from './wire-types.js';
+export { jsonStringBytes, serializedBytes, serializedBytesWithBody, serializedOver, utf8Bytes } from './wire-bytes.js';

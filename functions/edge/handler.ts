@@ -4,7 +4,9 @@
  */
 import { SyncError } from '../../core/errors.js';
 import { type Db } from '../../core/db/index.js';
-import { type Actor, type SyncContext } from '../../core/sync/index.js';
+import { type Actor, type RawJson, type SyncContext } from '../../core/sync/index.js';
+import { LAMBDA_PAYLOAD_BYTES_MAX } from '../../core/limits.js';
+import { serializedBytesWithBody, utf8Bytes } from '../../core/protocol/wire-bytes.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
@@ -17,6 +19,11 @@ export interface RouteContext {
   readonly actor: Actor;
   /** The core context; loads the catalog on the container's first request. */
   sync(): Promise<SyncContext>;
+  /**
+   * Serves one page of a page reader (pull, committed-bundle rows, snapshot chunks) within
+   * max_response_bytes as Lambda counts the result (see `fitPage`).
+   */
+  page(read: (sync: SyncContext) => Promise<RawJson>): Promise<EdgeAnswer>;
 }
 
 export interface Route {
@@ -55,7 +62,24 @@ function matchPath(template: string, path: string): Record<string, string> | nul
   return params;
 }
 
-function findRoute(routes: readonly Route[], method: string, path: string): { route: Route; params: Record<string, string> } {
+/**
+ * The route of a request. API Gateway names the matched route in `routeKey` (`POST
+ * /sync/push-sessions/{push_id}/chunks`), whatever stage or custom-domain base path the request
+ * came through; `rawPath` then carries that prefix (`/prod/sync/…`, `/api/v1/sync/…`), so routing
+ * on it answered 404 behind a named stage or a base path mapping. The route is chosen by
+ * `routeKey`, and its parameters are read from the last segments of the path (as many as the
+ * template has), which are the same with or without a prefix. `$default` (the local gateway for a
+ * path no route serves, or a catch-all integration) falls back to matching the whole path.
+ */
+function findRoute(routes: readonly Route[], routeKey: string | undefined, method: string, path: string): { route: Route; params: Record<string, string> } {
+  const keyed = routeKey && routeKey !== '$default' ? routes.find((r) => `${r.method} ${r.path}` === routeKey) : undefined;
+  if (keyed) {
+    const want = keyed.path.split('/').length - 1;
+    const have = path.split('/');
+    const tail = ['', ...have.slice(Math.max(1, have.length - want))].join('/');
+    const params = matchPath(keyed.path, tail);
+    if (params) return { route: keyed, params };
+  }
   let pathMatched = false;
   for (const route of routes) {
     const params = matchPath(route.path, path);
@@ -64,6 +88,38 @@ function findRoute(routes: readonly Route[], method: string, path: string): { ro
     if (route.method === method) return { route, params };
   }
   throw new SyncError('route_not_found', pathMatched ? `${method} is not supported on ${path}` : `no route for ${method} ${path}`);
+}
+
+/** Page readers asked again with a smaller budget before the page is served as it is. */
+const PAGE_FIT_ATTEMPTS = 4;
+/** Headroom below the response limit for the headers and the result object around the body. */
+const RESULT_ENVELOPE_BYTES = 4096;
+
+/**
+ * Reads a page whose function result fits max_response_bytes as Lambda counts it. The page
+ * readers budget the body they render; inside the result the body is a JSON string again, so each
+ * `"` and `\` of it counts twice, and quote-heavy rows made 7.2 MB results of 4 MiB bodies, which
+ * Lambda refuses (that user's sync was stuck). A page whose result is over the limit is read
+ * again with the readers' budget scaled by how far it was over; pages are deterministic (frozen
+ * ceilings, immutable bundles, frozen snapshots) and always carry at least one row or bundle, so
+ * this converges. The fast path measures nothing: a body under half the limit cannot double past it.
+ */
+export async function fitPage(
+  sync: SyncContext,
+  read: (sync: SyncContext) => Promise<RawJson>,
+  roundTrips: () => number,
+): Promise<EdgeAnswer> {
+  const limit = Math.min(sync.limits.maxResponseBytes, LAMBDA_PAYLOAD_BYTES_MAX);
+  let ctx = sync;
+  for (let attempt = 1; ; attempt++) {
+    const body = await read(ctx);
+    const answer: EdgeAnswer = { status: 200, body };
+    if (utf8Bytes(body.rawJson) * 2 + RESULT_ENVELOPE_BYTES <= limit) return answer;
+    const bytes = serializedBytesWithBody(toHttp(answer, roundTrips()));
+    if (bytes + RESULT_ENVELOPE_BYTES <= limit || attempt >= PAGE_FIT_ATTEMPTS) return answer;
+    const scaled = Math.floor((ctx.limits.maxResponseBytes * (limit - RESULT_ENVELOPE_BYTES)) / bytes * 0.95);
+    ctx = { ...ctx, limits: { ...ctx.limits, maxResponseBytes: Math.max(1, scaled) } };
+  }
 }
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
@@ -78,7 +134,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       retryAfterSeconds = runtime.config.limits.unavailableRetryAfterSeconds;
       db = runtime.db.forRequest();
       const base = readRequest(event, runtime.config.limits.maxRequestBytes);
-      const { route, params } = findRoute(routes, base.method, base.path);
+      const { route, params } = findRoute(routes, event.routeKey, base.method, base.path);
       const request: EdgeRequest = { ...base, params };
       const actor = route.auth ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
       const requestDb = db;
@@ -89,6 +145,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         actor,
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
+        page: async (read) => fitPage(await ctx.sync(), read, () => requestDb.roundTrips.count),
       };
       return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
     } catch (error) {

@@ -90,6 +90,8 @@ export interface TestServerOptions {
   readonly staticDir?: string;
   /** Enables POST /dev/token (signed with TEST_JWT_SECRET). */
   readonly devTokens?: boolean;
+  /** Lambda's invoke limit as the gateway enforces it (default 6 MB). */
+  readonly invokeLimitBytes?: number;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -117,6 +119,7 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
     ...(options.intercept ? { intercept: options.intercept } : {}),
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
+    ...(options.invokeLimitBytes ? { invokeLimitBytes: options.invokeLimitBytes } : {}),
   });
   return {
     url: gateway.url,
