@@ -6,6 +6,7 @@
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type SqliteDb } from './sqlite/port.js';
 import { type RetryPolicy } from './transport.js';
+import { type WebSocketFactory } from './watch-socket.js';
 
 /** A row as the application stores it locally, by column name. */
 export type LocalRow = Record<string, unknown>;
@@ -64,8 +65,19 @@ export interface ClientConfig {
   /** The local database (see client-web/sqlite). The app's own tables must already exist. */
   readonly db: SqliteDb;
   readonly tables: readonly TableConfig[];
-  /** Bundle-change watch mode: `long-poll` lets `watch()` wait for other devices' commits. */
-  readonly watch?: 'off' | 'long-poll';
+  /**
+   * Bundle-change watch mode: `watch()` waits for other devices' commits. `websocket` listens for
+   * push notifications (`GET /sync/ws`, or the WebSocket API in AWS) and falls back to long polls
+   * by itself while no socket can be had; `long-poll` only polls (`GET /sync/watch`).
+   */
+  readonly watch?: 'off' | 'long-poll' | 'websocket';
+  /**
+   * Where the push notifications are: default `ws(s)://<baseUrl host>/sync/ws` (the local
+   * gateway); in AWS the stack's `WebSocketUrl` output (`wss://…/{stage}`).
+   */
+  readonly webSocketUrl?: string;
+  /** Opens a WebSocket; default the platform's (browsers, Node 22+). Under Node 20 pass the `ws` package's. */
+  readonly webSocket?: WebSocketFactory;
   readonly onProgress?: (progress: Progress) => void;
   readonly retry?: RetryPolicy;
   readonly fetch?: typeof fetch;

@@ -33,6 +33,7 @@ import { rebuild } from './rebuild.js';
 import { type SqliteDb } from './sqlite/port.js';
 import { countDirty, readAttachment, readFrozen, readSource, setRebuildRequired } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
+import { socketWatchFor, type SocketWatch } from './watch-socket.js';
 
 /** Bundles one `sync()` pushes at most before it pulls (a dirty set over the bundle limits splits). */
 const MAX_BUNDLES_PER_SYNC = 100;
@@ -100,6 +101,8 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
 class Client implements SyncClient {
   private readonly exclusive = mutex();
   private closed = false;
+  /** `watch: 'websocket'`: the push-notification socket, opened by the first watch(). */
+  private socketWatch: SocketWatch | null | undefined;
 
   constructor(private readonly ctx: ClientContext) {}
 
@@ -258,9 +261,16 @@ class Client implements SyncClient {
   }
 
   async watch(signal?: AbortSignal): Promise<WatchResult> {
-    if (this.ctx.config.watch !== 'long-poll') throw new ClientError(ClientErrorCode.watchDisabled, "watch mode is 'off'; open the client with watch: 'long-poll'");
+    const mode = this.ctx.config.watch;
+    if (mode !== 'long-poll' && mode !== 'websocket') throw new ClientError(ClientErrorCode.watchDisabled, "watch mode is 'off'; open the client with watch: 'websocket' or 'long-poll'");
     await this.requireAttached();
     const { checkpoint } = await readAttachment(this.ctx.db);
+    if (mode === 'websocket') {
+      // Push notifications when a socket can be had; otherwise this wait is a long poll.
+      this.socketWatch ??= socketWatchFor(this.ctx);
+      const pushed = await this.socketWatch?.wait(checkpoint, this.ctx.limits.watchMaxWaitSeconds * 1000, signal);
+      if (pushed) return pushed;
+    }
     const answer = await this.ctx.transport.request('GET', '/sync/watch', {
       query: { after_bundle_seq: checkpoint, wait_seconds: this.ctx.limits.watchMaxWaitSeconds },
       schema: WatchResponse,
@@ -273,6 +283,7 @@ class Client implements SyncClient {
   close(): Promise<void> {
     return this.run(async () => {
       this.closed = true;
+      this.socketWatch?.close();
       await this.ctx.db.close();
     });
   }

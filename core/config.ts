@@ -22,6 +22,26 @@ export interface Config {
   readonly dbPoolMax: number;
   readonly neonWsProxy: string | undefined;
   readonly limits: Limits;
+  /**
+   * SYNC_WS_ENDPOINT (AWS): the WebSocket API's management endpoint,
+   * `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`; commits post notifications there.
+   */
+  readonly wsEndpoint: string | undefined;
+  /** AWS_REGION, for signing the management API posts. */
+  readonly awsRegion: string | undefined;
+  /**
+   * Verifying bearer tokens where no API Gateway authorizer does it (the WebSocket `$connect`, the
+   * local gateway): SYNC_JWT_ISSUER and SYNC_JWT_AUDIENCE (checked when set), and the key:
+   * SYNC_JWKS_URL (default: the issuer's `/.well-known/jwks.json`) or SYNC_JWT_SECRET (HS256).
+   */
+  readonly jwt: { readonly issuer: string | undefined; readonly audience: string | undefined; readonly jwksUrl: string | undefined; readonly secret: string | undefined };
+  /** SYNC_ADMIN_TOKEN: locally, the bearer token of the operator routes (/syncx/users/…). */
+  readonly adminToken: string | undefined;
+  /**
+   * SYNC_LISTEN_DATABASE_URL: a direct (not transaction-pooled) URL for the one LISTEN connection of
+   * a long-running process; `off` disables it. Defaults to DATABASE_URL outside Lambda.
+   */
+  readonly listenUrl: string | undefined;
 }
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
@@ -53,6 +73,14 @@ const envSchema = z.object({
   SYNC_DB_DRIVER: z.enum(['pg', 'neon']).optional(),
   SYNC_DB_POOL_MAX: z.coerce.number().int().positive().default(4),
   SYNC_NEON_WS_PROXY: z.string().optional(),
+  SYNC_WS_ENDPOINT: z.string().optional(),
+  AWS_REGION: z.string().optional(),
+  SYNC_JWT_ISSUER: z.string().optional(),
+  SYNC_JWT_AUDIENCE: z.string().optional(),
+  SYNC_JWKS_URL: z.string().optional(),
+  SYNC_JWT_SECRET: z.string().optional(),
+  SYNC_ADMIN_TOKEN: z.union([z.literal(''), z.string().min(16, 'SYNC_ADMIN_TOKEN needs at least 16 characters')]).optional(),
+  SYNC_LISTEN_DATABASE_URL: z.string().optional(),
 });
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -73,5 +101,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dbPoolMax: e.SYNC_DB_POOL_MAX,
     neonWsProxy: e.SYNC_NEON_WS_PROXY,
     limits: limitsFromEnv(env),
+    wsEndpoint: e.SYNC_WS_ENDPOINT || undefined,
+    awsRegion: e.AWS_REGION,
+    jwt: { issuer: e.SYNC_JWT_ISSUER || undefined, audience: e.SYNC_JWT_AUDIENCE || undefined, jwksUrl: e.SYNC_JWKS_URL || undefined, secret: e.SYNC_JWT_SECRET || undefined },
+    adminToken: e.SYNC_ADMIN_TOKEN || undefined,
+    listenUrl: e.SYNC_LISTEN_DATABASE_URL === 'off' ? undefined : (e.SYNC_LISTEN_DATABASE_URL ?? (inLambda ? undefined : e.DATABASE_URL)),
   };
 }

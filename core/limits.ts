@@ -52,6 +52,18 @@ export interface Limits {
   readonly dbIdleTimeoutMs: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
+  /**
+   * Open WebSocket connections per user (a cap on `sync.ws_connections`); a `$connect` beyond it
+   * is refused and the device falls back to long polls.
+   */
+  readonly maxWsConnectionsPerUser: number;
+  /**
+   * How long a registered connection is trusted without a `$disconnect`: API Gateway closes every
+   * WebSocket connection after two hours, so an older row is a disconnect that never arrived.
+   */
+  readonly wsConnectionTtlSeconds: number;
+  /** How long a commit's answer may wait for its notifications to be posted (AWS). */
+  readonly notifyTimeoutMs: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -83,6 +95,9 @@ export const defaultLimits: Limits = Object.freeze({
   dbConnectTimeoutMs: 10_000,
   dbIdleTimeoutMs: 30_000,
   catalogRefreshSeconds: 15,
+  maxWsConnectionsPerUser: 32,
+  wsConnectionTtlSeconds: 2 * 60 * 60,
+  notifyTimeoutMs: 1000,
 });
 
 /**
@@ -112,6 +127,7 @@ export function limitsToWire(limits: Limits): Record<string, number> {
     retained_bundles_per_user: limits.retainedBundlesPerUser,
     watch_max_wait_seconds: limits.watchMaxWaitSeconds,
     max_conflicts_per_answer: limits.maxConflictsPerAnswer,
+    max_ws_connections_per_user: limits.maxWsConnectionsPerUser,
   };
 }
 

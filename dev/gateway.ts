@@ -11,6 +11,7 @@ import { extname, join, normalize } from 'node:path';
 import { createRemoteJWKSet, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LAMBDA_PAYLOAD_BYTES_MAX } from '../core/limits.js';
 import { serializedOver } from '../core/protocol/wire-bytes.js';
+import { attachWebSockets, type GatewaySockets } from './gateway-ws.js';
 import { functionRoutes, createHandler, type LambdaHandler, type Route, type Runtime, type HttpApiEvent } from '../functions/index.js';
 
 export interface GatewayAuth {
@@ -40,6 +41,8 @@ export interface GatewayOptions {
 export interface Gateway {
   readonly url: string;
   readonly server: Server;
+  /** The WebSockets of `GET /sync/ws` (push notifications). */
+  readonly sockets: GatewaySockets;
   close(): Promise<void>;
 }
 
@@ -215,7 +218,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     } as HttpApiEvent;
     // API Gateway's own answers when Lambda refuses the event or the result (not Lockstep bodies).
     if (serializedOver(event, invokeLimitBytes)) return send(res, 413, JSON.stringify({ message: 'Request Entity Too Large' }), { 'content-type': 'application/json' });
-    const invoke = () => group.handler(event);
+    // A caller that goes away (an abandoned long poll) aborts the work done for it.
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    const invoke = () => group.handler(event, { signal: gone.signal });
     const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
     if (serializedOver(result, invokeLimitBytes)) return send(res, 502, JSON.stringify({ message: 'Internal Server Error' }), { 'content-type': 'application/json' });
     send(res, result.statusCode, result.body, result.headers);
@@ -231,14 +239,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
   });
   server.keepAliveTimeout = 30_000;
+  const sockets = attachWebSockets(server, runtime, verify);
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
   return {
     url: `http://${options.host ?? '127.0.0.1'}:${port}`,
     server,
+    sockets,
     close: () =>
       new Promise<void>((resolve) => {
+        sockets.close();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

@@ -12,6 +12,8 @@ import { loadConfig } from '../core/config.js';
 import { createPool } from '../core/db/index.js';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { createRuntime } from '../functions/index.js';
+import { THIS_BUILD } from '../core/sync/index.js';
+import { startCommitFeed } from '../core/sync/notify/commit-feed.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from './build-demo.js';
 import { startGateway } from './gateway.js';
@@ -46,7 +48,10 @@ async function main(): Promise<void> {
     driver: config.dbDriver,
     ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
   });
-  const runtime = createRuntime(config, pool);
+  // One LISTEN connection for the whole process (never through the pool): long polls and the
+  // WebSockets of /sync/ws wait on it instead of polling.
+  const feed = config.listenUrl ? await startCommitFeed(config.listenUrl) : undefined;
+  const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
   const result = await bootstrap(runtime.db, { tables: config.tables, maxSchemaVersion: config.maxSchemaVersion });
   console.log(`lockstep: bootstrap ${result.created ? `created the sync layout (adopted ${result.adoptedRows} rows)` : 'verified the existing sync layout'}`);
 
@@ -70,6 +75,7 @@ async function main(): Promise<void> {
     stopping = true;
     console.log(`lockstep: ${signal}, shutting down`);
     await gateway.close();
+    await feed?.close();
     await pool.end();
     await local?.stop();
     process.exit(0);

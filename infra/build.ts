@@ -16,7 +16,7 @@ import { gzipSync } from 'node:zlib';
 import { build, type Metafile, type Plugin } from 'esbuild';
 
 /** Every function of `infra/template.yaml`, built from `functions/<name>.ts`. */
-export const FUNCTION_NAMES = ['connect', 'push', 'pull', 'snapshot', 'meta', 'bootstrap', 'maintenance'] as const;
+export const FUNCTION_NAMES = ['connect', 'push', 'pull', 'snapshot', 'meta', 'ws', 'bootstrap', 'maintenance'] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
 /**

@@ -164,6 +164,25 @@ describe('infra/template.yaml', () => {
     }
   });
 
+  it('serves push notifications: a WebSocket API whose routes go to the ws function, and the push function may post to its connections', () => {
+    const api = template.Resources['WebSocketApi'];
+    expect(api?.Properties?.['ProtocolType']).toBe('WEBSOCKET');
+    const integration = template.Resources['WebSocketIntegration']?.Properties;
+    expect(JSON.stringify(integration?.['IntegrationUri'])).toContain('${WsFunction.Arn}');
+    const routeKeys = Object.values(template.Resources)
+      .filter((r) => r.Type === 'AWS::ApiGatewayV2::Route')
+      .map((r) => [r.Properties?.['RouteKey'], r.Properties?.['Target']]);
+    expect(routeKeys.map(([k]) => k).sort()).toEqual(['$connect', '$default', '$disconnect']);
+    for (const [, target] of routeKeys) expect(target).toEqual({ 'Fn::Sub': 'integrations/${WebSocketIntegration}' });
+    const push = functionsByName().get('push')?.props;
+    expect(JSON.stringify(push?.['Environment']?.Variables?.SYNC_WS_ENDPOINT)).toContain('${WebSocketApi}');
+    const statements = (push?.['Policies'] as any[]).flatMap((p) => p.Statement ?? []);
+    expect(statements.some((st) => st.Action === 'execute-api:ManageConnections' && JSON.stringify(st.Resource).includes('/POST/@connections/*'))).toBe(true);
+    const ws = functionsByName().get('ws')?.props;
+    expect(ws?.['Events']).toBeUndefined();
+    expect(Object.keys(ws?.['Environment']?.Variables ?? {}).sort()).toEqual(['SYNC_JWKS_URL', 'SYNC_JWT_AUDIENCE', 'SYNC_JWT_ISSUER']);
+  });
+
   const cfnLint = spawnSync('cfn-lint', ['--version'], { encoding: 'utf8' });
   it.skipIf(cfnLint.status !== 0)('passes cfn-lint (SAM transform included)', () => {
     const result = spawnSync('cfn-lint', [TEMPLATE], { encoding: 'utf8' });

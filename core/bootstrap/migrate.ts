@@ -64,6 +64,7 @@ export async function migrateLayout(tx: Queryable, from: number, target = LAYOUT
       ...(m.dropFunctions ?? []).map((signature) => `DROP FUNCTION IF EXISTS ${signature}`),
       ...(m.statements ?? []),
       ...(m.functions ?? []).map((f) => f.sql),
+      ...(m.afterFunctions ?? []),
       `INSERT INTO sync.meta (key, value) VALUES ('layout_version', ${quoteLiteral(String(m.version))}),
          ('min_safe_version', ${quoteLiteral(String(m.minSafeVersion))})
        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,

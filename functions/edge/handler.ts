@@ -6,6 +6,7 @@ import { SyncError } from '../../core/errors.js';
 import { type Db } from '../../core/db/index.js';
 import { type Actor, type RawJson, type SyncContext } from '../../core/sync/index.js';
 import { LAMBDA_PAYLOAD_BYTES_MAX } from '../../core/limits.js';
+import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { serializedBytesWithBody, utf8Bytes } from '../../core/protocol/wire-bytes.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
@@ -24,6 +25,13 @@ export interface RouteContext {
    * max_response_bytes as Lambda counts the result (see `fitPage`).
    */
   page(read: (sync: SyncContext) => Promise<RawJson>): Promise<EdgeAnswer>;
+  /** Aborts when the caller is gone (the local gateway's connection closed); never in Lambda. */
+  readonly signal: AbortSignal | undefined;
+  /**
+   * Marks that this request committed a bundle of `userId`: once the route has answered, the
+   * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
+   */
+  committed(userId: string): void;
 }
 
 export interface Route {
@@ -35,7 +43,15 @@ export interface Route {
   run(request: EdgeRequest, ctx: RouteContext): Promise<EdgeAnswer>;
 }
 
-export type LambdaHandler = (event: HttpApiEvent) => Promise<HttpResult>;
+/**
+ * What a caller may pass besides the event. Lambda passes its own context object here, which
+ * has no `signal`; the local gateway passes one that aborts when the HTTP client goes away.
+ */
+export interface InvokeOptions {
+  readonly signal?: AbortSignal;
+}
+
+export type LambdaHandler = (event: HttpApiEvent, options?: InvokeOptions) => Promise<HttpResult>;
 
 /** A path segment's value; malformed percent-encoding (`%`, `%ZZ`, `%E0%A4%A`) is the client's. */
 function decodeSegment(segment: string): string {
@@ -122,10 +138,24 @@ export async function fitPage(
   }
 }
 
+/**
+ * Tells a user's WebSocket connections about a commit. The commit stands whatever happens here:
+ * a failed notification is logged, never turned into a failed answer.
+ */
+async function notifyCommitted(runtime: Runtime, db: Db, userId: string): Promise<void> {
+  if (!runtime.notifier) return;
+  try {
+    if ((await runtime.catalog(db)).layoutVersion < NOTIFY_LAYOUT_VERSION) return;
+    await runtime.notifier.committed(db, userId);
+  } catch (error) {
+    console.error('lockstep notification failed', error);
+  }
+}
+
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
 
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
-  return async (event) => {
+  return async (event, options) => {
     let db: Db | undefined;
     let retryAfterSeconds: number | undefined;
     let runtime: Runtime | undefined;
@@ -146,8 +176,13 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
         page: async (read) => fitPage(await ctx.sync(), read, () => requestDb.roundTrips.count),
+        signal: options?.signal instanceof AbortSignal ? options.signal : undefined,
+        committed: (userId) => void committedUsers.add(userId),
       };
-      return toHttp(await route.run(request, ctx), requestDb.roundTrips.count);
+      const committedUsers = new Set<string>();
+      const answer = await route.run(request, ctx);
+      for (const userId of committedUsers) await notifyCommitted(rt, requestDb, userId);
+      return toHttp(answer, requestDb.roundTrips.count);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();

@@ -5,6 +5,9 @@
 import { loadConfig, type Config } from '../../core/config.js';
 import { Db, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
 import { loadCatalog, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
+import { type CommitFeed } from '../../core/sync/notify/commit-feed.js';
+import { type CommitNotifier } from '../../core/sync/notify/connections.js';
+import { lambdaCredentials, managementApiNotifier } from './ws-notifier.js';
 
 export interface Runtime {
   readonly config: Config;
@@ -18,19 +21,31 @@ export interface Runtime {
   catalog(via?: Queryable): Promise<Catalog>;
   /** Forgets the cached catalog (a request met drift); the next request reloads it. */
   invalidateCatalog(): void;
+  /** A long-running process's commit feed (one LISTEN connection); absent in Lambda. */
+  readonly feed: CommitFeed | undefined;
+  /** Posts a user's commits to their WebSocket connections (AWS); absent locally, where the feed does it. */
+  readonly notifier: CommitNotifier | undefined;
+}
+
+/** What a runtime may be given besides its pool. */
+export interface RuntimeServices {
+  readonly feed?: CommitFeed | undefined;
+  readonly notifier?: CommitNotifier | undefined;
 }
 
 /**
  * `build` is the layout range this runtime serves: this build's, unless a test stands in for an
  * older or newer one (the rolling-deploy tests).
  */
-export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD): Runtime {
+export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD, services: RuntimeServices = {}): Runtime {
   const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
   let cached: Promise<Catalog> | undefined;
   let loadedAt = 0;
   return {
     config,
     db,
+    feed: services.feed,
+    notifier: services.notifier,
     catalog(via: Queryable = db) {
       if (cached && Date.now() - loadedAt > config.limits.catalogRefreshSeconds * 1000) cached = undefined;
       if (!cached) {
@@ -62,7 +77,16 @@ export function runtimeFromEnv(): Promise<Runtime> {
       idleTimeoutMs: config.limits.dbIdleTimeoutMs,
       ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
     });
-    return createRuntime(config, pool);
+    // In AWS the WebSocket API's management endpoint, when deployed, gets every commit's notice.
+    const notifier = config.wsEndpoint
+      ? managementApiNotifier({
+          endpoint: config.wsEndpoint,
+          region: config.awsRegion ?? 'us-east-1',
+          credentials: () => lambdaCredentials(),
+          timeoutMs: config.limits.notifyTimeoutMs,
+        })
+      : undefined;
+    return createRuntime(config, pool, THIS_BUILD, { notifier });
   })().catch((error: unknown) => {
     fromEnv = undefined;
     throw error;

@@ -9,6 +9,7 @@ import { createRuntime, ROUND_TRIPS_HEADER, type Runtime, type HttpApiEvent } fr
 import { startGateway, type Gateway } from '../../dev/gateway.js';
 import { openTestDb, type TestDb } from './server-db.js';
 import { type BuildRange } from '../../core/sync/index.js';
+import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
 
 export const TEST_JWT_SECRET = 'lockstep-test-secret-0123456789abcdef';
@@ -92,6 +93,8 @@ export interface TestServerOptions {
   readonly devTokens?: boolean;
   /** Lambda's invoke limit as the gateway enforces it (default 6 MB). */
   readonly invokeLimitBytes?: number;
+  /** `false`: no commit feed, as in Lambda (long polls poll, /sync/ws is refused). */
+  readonly feed?: boolean;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -112,7 +115,10 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
     SYNC_APP_NAME: 'lockstep-test',
     ...options.env,
   });
-  const runtime = createRuntime(config, t.db.pool, options.build);
+  // The local server's one LISTEN connection, on the direct URL (also under pgbouncer17 and neon17,
+  // whose request pools go through the pooler): long polls and /sync/ws wait on it.
+  const feed = options.feed === false ? undefined : await startCommitFeed(t.url);
+  const runtime = createRuntime(config, t.db.pool, options.build, { feed });
   const gateway = await startGateway({
     runtime,
     auth: { secret: TEST_JWT_SECRET },
@@ -129,6 +135,7 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
     client: (userId, sourceId) => apiClient(gateway.url, userId, sourceId),
     close: async () => {
       await gateway.close();
+      await feed?.close();
       await t.close();
     },
   };

@@ -4,7 +4,8 @@
  * layout (test/layout-upgrade.pg.test.ts compares the two catalogs).
  *
  * Order inside one migration: drop the functions it replaces with another signature, run its
- * statements (DDL and data changes), then (re)create its functions. Bodies are not checked at
+ * statements (DDL and data changes), then (re)create its functions, then run what needs them
+ * (`afterFunctions`: triggers). Bodies are not checked at
  * creation (`check_function_bodies` is off while migrating), so a function may name objects that
  * a later migration of the same run creates.
  */
@@ -24,6 +25,8 @@ export interface Migration {
   readonly dropFunctions?: readonly string[];
   /** Trusted DDL and data changes, run with the simple protocol, in order. */
   readonly statements?: readonly string[];
-  /** Functions (re)created last, with CREATE OR REPLACE. */
+  /** Functions (re)created after the statements, with CREATE OR REPLACE. */
   readonly functions?: readonly ManagedFunction[];
+  /** DDL that needs this migration's functions to exist (a trigger on a new function), run last. */
+  readonly afterFunctions?: readonly string[];
 }

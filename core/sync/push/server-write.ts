@@ -6,12 +6,18 @@
  */
 import { sql, type Db, type Queryable } from '../../db/index.js';
 import { type BundleSummary } from '../../protocol/index.js';
+import { type CommitNotifier } from '../notify/connections.js';
 
 export interface ServerWriteOptions {
   readonly userId: string;
   /** The server's own source id, e.g. "server:billing". It gets its own bundle sequence. */
   readonly sourceId: string;
   readonly retainedBundlesPerUser: number;
+  /**
+   * Tells the user's WebSocket connections once the bundle committed (AWS: the management API
+   * notifier). A long-running server's commit feed hears server writes without it.
+   */
+  readonly notifier?: CommitNotifier | undefined;
 }
 
 export interface ServerWriteResult<T> {
@@ -21,10 +27,13 @@ export interface ServerWriteResult<T> {
 }
 
 export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (tx: Queryable, scopeId: string) => Promise<T>): Promise<ServerWriteResult<T>> {
-  return db.runTx(async (tx) => {
+  const written = await db.runTx(async (tx) => {
     await tx.query(sql`SELECT sync.server_bundle_begin(${options.userId}, ${options.sourceId})`);
     const result = await fn(tx, options.userId);
     const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}) AS answer`);
     return { result, bundle: row?.answer ?? null };
   });
+  // After the commit, never inside it: a device told too early would pull before the bundle exists.
+  if (written.bundle && options.notifier) await options.notifier.committed(db, options.userId).catch(() => undefined);
+  return written;
 }

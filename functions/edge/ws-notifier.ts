@@ -1,0 +1,72 @@
+/**
+ * Push notifications in AWS: after a commit, the function that committed posts
+ * `{"type":"changed","latest_bundle_seq":n}` to each of the user's WebSocket connections through
+ * the API Gateway management API (`POST {endpoint}/@connections/{id}`, SigV4-signed with the
+ * function's own role), and forgets the connections API Gateway answers 410 Gone for. The posts
+ * run in parallel and are bounded in time: a slow or failing notification never fails or stalls a
+ * commit's answer for long (the device's next watch or sync still finds the bundle).
+ */
+import { type Queryable } from '../../core/db/index.js';
+import { dropConnections, notifyTargets, type CommitNotifier } from '../../core/sync/notify/connections.js';
+import { type ChangedMessage } from '../../core/protocol/notify.js';
+import { signRequest, uriEncode, type AwsCredentials } from './sigv4.js';
+
+export interface ManagementApiOptions {
+  /** `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}` (SYNC_WS_ENDPOINT). */
+  readonly endpoint: string;
+  readonly region: string;
+  /** Read on every post: Lambda rotates the role's credentials in the environment. */
+  readonly credentials: () => AwsCredentials;
+  readonly timeoutMs: number;
+  /** Observability hook: posts made, connections pruned, failures. */
+  readonly onOutcome?: (outcome: NotifyOutcome) => void;
+}
+
+export interface NotifyOutcome {
+  readonly userId: string;
+  readonly posted: number;
+  readonly gone: number;
+  readonly failed: number;
+}
+
+/** Lambda's credentials and region from its environment. */
+export function lambdaCredentials(env: Record<string, string | undefined> = process.env): AwsCredentials {
+  return {
+    accessKeyId: env['AWS_ACCESS_KEY_ID'] ?? '',
+    secretAccessKey: env['AWS_SECRET_ACCESS_KEY'] ?? '',
+    sessionToken: env['AWS_SESSION_TOKEN'],
+  };
+}
+
+export function managementApiNotifier(options: ManagementApiOptions): CommitNotifier {
+  const base = options.endpoint.replace(/\/+$/, '');
+  async function post(connectionId: string, body: string, signal: AbortSignal): Promise<number> {
+    const url = new URL(`${base}/@connections/${uriEncode(connectionId)}`);
+    const headers = signRequest({
+      method: 'POST', url, headers: { 'content-type': 'application/json' }, body,
+      region: options.region, service: 'execute-api', credentials: options.credentials(), now: new Date(), doubleEncodePath: true,
+    });
+    delete headers['host'];
+    const response = await fetch(url, { method: 'POST', headers, body, signal });
+    await response.arrayBuffer().catch(() => undefined);
+    return response.status;
+  }
+  return {
+    async committed(db: Queryable, userId: string): Promise<void> {
+      const targets = await notifyTargets(db, userId);
+      if (targets.connectionIds.length === 0) return;
+      const message: ChangedMessage = { type: 'changed', latest_bundle_seq: targets.latestBundleSeq };
+      const body = JSON.stringify(message);
+      const signal = AbortSignal.timeout(options.timeoutMs);
+      const statuses = await Promise.all(targets.connectionIds.map((id) => post(id, body, signal).catch(() => 0)));
+      const gone = targets.connectionIds.filter((_, i) => statuses[i] === 410);
+      if (gone.length) await dropConnections(db, gone);
+      options.onOutcome?.({
+        userId,
+        posted: statuses.filter((s) => s >= 200 && s < 300).length,
+        gone: gone.length,
+        failed: statuses.filter((s) => s !== 410 && (s < 200 || s >= 300)).length,
+      });
+    },
+  };
+}
