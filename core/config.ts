@@ -11,7 +11,10 @@ export interface RegisteredTableDecl {
 }
 
 export interface Config {
+  /** DATABASE_URL; empty when the URL comes from Secrets Manager (DATABASE_SECRET_ID) at runtime. */
   readonly databaseUrl: string;
+  /** DATABASE_SECRET_ID: the secret holding the connection string, read at runtime (core/db/secret.ts). */
+  readonly databaseSecretId: string | undefined;
   readonly tables: readonly RegisteredTableDecl[];
   readonly appName: string;
   /** SYNC_MAX_SCHEMA_VERSION: bootstrap refuses schema changes beyond it; unlimited when unset. */
@@ -80,7 +83,10 @@ function readEnv(env: Record<string, string | undefined>) {
     return value as T;
   };
   const data = {
-    DATABASE_URL: required('DATABASE_URL', 'a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db'),
+    DATABASE_SECRET_ID: text('DATABASE_SECRET_ID'),
+    DATABASE_URL: text('DATABASE_SECRET_ID') === undefined
+      ? required('DATABASE_URL', 'a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db (or DATABASE_SECRET_ID, a Secrets Manager secret holding it)')
+      : (text('DATABASE_URL') ?? ''),
     SYNC_TABLES: required('SYNC_TABLES', 'the registered tables, comma-separated schema.table:key_column, e.g. app.todos:id,app.lists:id'),
     SYNC_APP_NAME: env['SYNC_APP_NAME'] ?? 'lockstep',
     SYNC_MAX_SCHEMA_VERSION: positiveInt('SYNC_MAX_SCHEMA_VERSION'),
@@ -101,6 +107,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const inLambda = Boolean(env['AWS_LAMBDA_FUNCTION_NAME']);
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseSecretId: e.DATABASE_SECRET_ID,
     tables: parseTables(e.SYNC_TABLES),
     appName: e.SYNC_APP_NAME,
     maxSchemaVersion: e.SYNC_MAX_SCHEMA_VERSION,

@@ -103,6 +103,12 @@ export interface Limits {
    * by expired sessions waiting to be removed. The template's schedule matches it.
    */
   readonly maintenanceIntervalSeconds: number;
+  /**
+   * How long a container trusts the database password it read from Secrets Manager
+   * (DATABASE_SECRET_ID) before a new connection reads it again; an authentication failure
+   * reads it again at once.
+   */
+  readonly secretRefreshSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -146,6 +152,7 @@ export const defaultLimits: Limits = Object.freeze({
   maxOpenSnapshotSessionsPerUser: 8,
   maxStagedBytesPerUser: 256 * 1024 * 1024,
   maintenanceIntervalSeconds: 60,
+  secretRefreshSeconds: 300,
 });
 
 /** API Gateway's integration timeout for the HTTP API routes (infra/template.yaml). */

@@ -119,6 +119,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
+      runtime?.noteError(error);
       return toHttp(errorAnswer(error, retryAfterSeconds), db?.roundTrips.count ?? 0);
     }
   };

@@ -3,7 +3,9 @@
  * request lives here; Lambda reuses it across warm invocations.
  */
 import { loadConfig, type Config } from '../../core/config.js';
-import { Db, PoolShare, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { Db, PoolShare, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { type DatabaseSecret } from '../../core/db/secret.js';
+import { noteDatabaseError, openDatabase } from './database.js';
 import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
 
 export interface Runtime {
@@ -23,13 +25,15 @@ export interface Runtime {
   invalidateCatalog(): void;
   /** Counts this container saw while the database was unreachable, recorded by a later request. */
   readonly pending: PendingCounters;
+  /** A request failed with this error: credentials that stopped working are read again and reported. */
+  noteError(error: unknown): void;
 }
 
 /**
  * `build` is the layout range this runtime serves: this build's, unless a test stands in for an
  * older or newer one (the rolling-deploy tests).
  */
-export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD): Runtime {
+export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD, secret?: DatabaseSecret): Runtime {
   const { limits } = config;
   // Each user may hold this many of the container's connections at once (at least one).
   const share = new PoolShare(Math.max(1, Math.floor((config.dbPoolMax * limits.poolSharePerUserPercent) / 100)));
@@ -59,6 +63,9 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
     invalidateCatalog() {
       cached = undefined;
     },
+    noteError(error) {
+      noteDatabaseError(error, secret);
+    },
   };
 }
 
@@ -68,15 +75,8 @@ let fromEnv: Promise<Runtime> | undefined;
 export function runtimeFromEnv(): Promise<Runtime> {
   fromEnv ??= (async () => {
     const config = loadConfig();
-    const pool = await createPool({
-      connectionString: config.databaseUrl,
-      max: config.dbPoolMax,
-      driver: config.dbDriver,
-      connectTimeoutMs: config.limits.dbConnectTimeoutMs,
-      idleTimeoutMs: config.limits.dbIdleTimeoutMs,
-      ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
-    });
-    return createRuntime(config, pool);
+    const { pool, secret } = await openDatabase(config, config.dbPoolMax);
+    return createRuntime(config, pool, THIS_BUILD, secret);
   })().catch((error: unknown) => {
     fromEnv = undefined;
     throw error;
