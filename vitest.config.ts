@@ -1,4 +1,6 @@
 import { defineConfig } from 'vitest/config';
+import { needs, skipAllowed } from './test/support/prerequisites.js';
+import { SkipSummary, type SkippedProject } from './test/support/skip-summary.js';
 
 // Suites are named by what they need: `*.test.ts` pure, `*.pg.test.ts` real PostgreSQL (run on
 // 16 and 17), `*.web.test.ts` a real browser. Each PostgreSQL project starts its own server.
@@ -6,18 +8,21 @@ import { defineConfig } from 'vitest/config';
 // the client, not the database: they run once, on 17 direct, where they take minutes; the
 // pinned regressions they produced and every other client suite run on every project.
 const CLIENT_MODEL_SUITES = ['test/convergence*.pg.test.ts', 'test/client-crash*.pg.test.ts'];
+// `npm start` as a process (its own embedded PostgreSQL 17), the README's example and the OpenAPI
+// conformance round (what they check no pool route changes): once, on pg17.
+const ONCE_SUITES = [...CLIENT_MODEL_SUITES, 'test/local-runtime.pg.test.ts', 'test/readme-example.pg.test.ts', 'test/openapi-conformance.pg.test.ts'];
 
 const pgProject = (major: 16 | 17) => ({
   extends: true as const,
   test: {
     name: `pg${major}`,
     include: ['test/**/*.pg.test.ts'],
-    exclude: major === 17 ? [] : CLIENT_MODEL_SUITES,
+    exclude: major === 17 ? [] : ONCE_SUITES,
     globalSetup: ['test/support/global-setup.ts'],
   },
 });
 
-// Pool-safety proofs (contract §1): the PostgreSQL suites again on 17 with the runtime's pool
+// Pool-safety proofs (docs/protocol.md §1): the PostgreSQL suites again on 17 with the runtime's pool
 // through PgBouncer in transaction mode, and over the Neon driver (WebSocket) instead of `pg`.
 // See test/support/global-setup.ts and runtimePoolOptions in test/support/server-db.ts.
 // Suites that spawn built bundles or measure performance stay on the direct projects.
@@ -26,9 +31,18 @@ const pooledProject = (name: 'pgbouncer17' | 'neon17') => ({
   test: {
     name,
     include: ['test/**/*.pg.test.ts'],
-    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...CLIENT_MODEL_SUITES],
+    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...ONCE_SUITES],
     globalSetup: ['test/support/global-setup.ts'],
   },
+});
+
+// Without PgBouncer (no npm package provides it) the pgbouncer17 project is left out and named in
+// the final summary; under LOCKSTEP_REQUIRE_ALL=1 it stays and fails (test/support/prerequisites.ts).
+const skippedProjects: SkippedProject[] = [];
+const pooledProjects = [pooledProject('pgbouncer17'), pooledProject('neon17')].filter((p) => {
+  if (p.test.name !== 'pgbouncer17' || needs().pgbouncer.available || !skipAllowed('pgbouncer')) return true;
+  skippedProjects.push({ project: p.test.name, need: 'pgbouncer' });
+  return false;
 });
 
 export default defineConfig({
@@ -37,12 +51,12 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    reporters: ['default', new SkipSummary(skippedProjects)],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts', 'test/**/*.web.test.ts'] } },
       pgProject(16),
       pgProject(17),
-      pooledProject('pgbouncer17'),
-      pooledProject('neon17'),
+      ...pooledProjects,
       {
         extends: true,
         test: { name: 'web17', include: ['test/**/*.web.test.ts'], globalSetup: ['test/support/global-setup.ts'] },

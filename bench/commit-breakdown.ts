@@ -39,7 +39,7 @@ export const commitBreakdownBenchmark: Benchmark = {
           "SELECT schemaname || '.' || funcname AS f, self_time AS self_ms FROM pg_stat_xact_user_functions WHERE schemaname = 'sync'",
         );
         await conn.query('COMMIT');
-        await conn.query("RESET track_functions");
+        await conn.query('RESET track_functions');
         const answer = commit.result.rows[0]?.answer;
         rec.expectEqual(`commit breakdown run ${i}: committed rows`, answer?.status === 'committed' ? Number(answer.row_count) : -1, ROWS);
         totals.push(commit.ms);

@@ -10,6 +10,8 @@
  * committed rows, pull), against the same baseline (the direct upserts above). Client runs stop
  * early once they have used CLIENT_PUSH_BUDGET_MS, so a slow client cannot blow the run's
  * 10-minute budget; the figure's n says how many fitted.
+ *
+ * Everything is measured after ANALYZE, as autovacuum leaves a production database.
  */
 import { type Benchmark } from './lib/context.js';
 import { countScope, directUpsert } from './lib/direct-pg.js';
@@ -21,7 +23,9 @@ import { clientFingerprint, localWrite, notesFingerprint, openBenchDevice } from
 
 const ROWS = 10_000;
 const CHUNK_ROWS = 1_000;
-export const PUSH_TARGET_RATIO = 0.33;
+/** Issue 18: push over HTTP ≥ 0.5× a multi-row upsert; through the client ≥ 0.33×. */
+export const PUSH_TARGET_RATIO = 0.5;
+export const CLIENT_PUSH_TARGET_RATIO = 0.33;
 /** Client push runs start only while the earlier ones took less than this in all. */
 const CLIENT_PUSH_BUDGET_MS = 45_000;
 
@@ -40,6 +44,10 @@ export const pushBenchmark: Benchmark = {
     await initEmpty(warm);
     await pushBundle(warm, insertRows(makeNotes(1000)), 1, CHUNK_ROWS);
     await directUpsert(server.admin, 'direct-warmup', makeNotes(1000));
+    // Push figures are taken on an analyzed database, as production's is within a minute of use
+    // (autovacuum): statistics once flipped commit plans into scans of the user's history.
+    await server.admin.query('ANALYZE');
+    rec.note('push: measured after ANALYZE (statistics as autovacuum leaves them)');
 
     const runs = ctx.runs(5);
     const timings: PushTiming[] = [];
@@ -125,7 +133,7 @@ export const pushBenchmark: Benchmark = {
       value: clientRate,
       baseline: { label: 'one multi-row INSERT … ON CONFLICT DO UPDATE, one transaction (the same runs as above)', value: base },
       ratio: clientRatio,
-      target: { text: `≥ ${PUSH_TARGET_RATIO}× baseline`, met: clientRatio >= PUSH_TARGET_RATIO },
+      target: { text: `≥ ${CLIENT_PUSH_TARGET_RATIO}× baseline`, met: clientRatio >= CLIENT_PUSH_TARGET_RATIO },
     });
     rec.figure({ id: 'push.client_http_ms', label: 'push via client: HTTP (server + transfer)', unit: 'ms', value: spread(clientRuns.map((c) => c.httpMs)) });
     rec.figure({ id: 'push.client_local_ms', label: 'push via client: in the client (freeze, hash, outbox, replay apply)', unit: 'ms', value: spread(clientRuns.map((c) => c.syncMs - c.httpMs)) });

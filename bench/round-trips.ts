@@ -1,7 +1,9 @@
 /**
  * Round trips per request for every endpoint, from the `x-lockstep-round-trips` header of every
  * answer the run received (the other benchmarks' requests included). Endpoints the other
- * benchmarks did not touch are exercised here once each. Target: none above 2.
+ * benchmarks did not touch are exercised here once each. Target: none above 2. A round trip is
+ * one statement sent to PostgreSQL, not an HTTP request (the note says how many of those each
+ * operation makes).
  */
 import { type Benchmark } from './lib/context.js';
 import { ALL_ROUTES } from './lib/http-client.js';
@@ -38,12 +40,16 @@ export const roundTripsBenchmark: Benchmark = {
       const s = spread(seen);
       rec.figure({
         id: `round_trips.${route}`,
-        label: `round trips: ${route}`,
+        label: `round trips (database statements per request): ${route}`,
         unit: 'round trips',
         value: s,
         target: { text: `≤ ${ROUND_TRIPS_MAX} (max over ${seen.length} requests)`, met: s.max <= ROUND_TRIPS_MAX },
       });
     }
+    rec.note('round trips = statements a request sent to PostgreSQL (x-lockstep-round-trips; over a pooled database in Lambda they are its latency); ' +
+      'HTTP requests per operation are another count: a push of n rows is 2 + ceil(n / 1,000) requests (create, chunks, commit), a pull one per page of up to 100 bundles ' +
+      '(plus one per page of a bundle sent without its rows), a hydration connect + snapshot create + one per page (up to 5,000 rows or the byte budget) + delete; ' +
+      'the pull and hydration figures log theirs');
     for (const [route, seen] of log) if (!ALL_ROUTES.includes(route)) rec.note(`requests outside the route table: ${route} × ${seen.length}`);
   },
 };

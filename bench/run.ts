@@ -21,7 +21,9 @@ import { pushBenchmark } from './push.js';
 import { commitBreakdownBenchmark } from './commit-breakdown.js';
 import { pullBenchmark } from './pull.js';
 import { hydrationBenchmark } from './hydration.js';
+import { browserHydrationBenchmark } from './browser-hydration.js';
 import { historyScalingBenchmark } from './scaling-history.js';
+import { ownHistoryBenchmark } from './own-history.js';
 import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
 import { roundTripsBenchmark } from './round-trips.js';
@@ -37,7 +39,9 @@ const BENCHMARKS: readonly Benchmark[] = [
   commitBreakdownBenchmark,
   pullBenchmark,
   hydrationBenchmark,
+  browserHydrationBenchmark,
   historyScalingBenchmark,
+  ownHistoryBenchmark,
   bundleSizeBenchmark,
   concurrencyBenchmark,
   roundTripsBenchmark,

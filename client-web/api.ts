@@ -4,9 +4,14 @@
  * failures are `ClientError` (client-web/errors.ts) with a stable `code`.
  */
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
-import { type SqliteDb } from './sqlite/port.js';
+import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
+import { type SqlValue, type SqliteDb } from './sqlite/port.js';
+import { type Rejection, type Violation } from './state.js';
 import { type RetryPolicy } from './transport.js';
 import { type WebSocketFactory } from './watch-socket.js';
+import { type WakeSourceFactory } from './wake.js';
+
+export type { Rejection, Violation } from './state.js';
 
 /** A row as the application stores it locally, by column name. */
 export type LocalRow = Record<string, unknown>;
@@ -66,11 +71,13 @@ export interface ClientConfig {
   readonly db: SqliteDb;
   readonly tables: readonly TableConfig[];
   /**
-   * Bundle-change watch mode: `watch()` waits for other devices' commits. `websocket` listens for
-   * push notifications (`GET /sync/ws`, or the WebSocket API in AWS) and falls back to long polls
-   * by itself while no socket can be had; `long-poll` only polls (`GET /sync/watch`).
+   * How the client learns of other devices' commits (protocol §5.5, §5.9): `websocket` listens for
+   * push notifications (`GET /sync/ws` locally, the WebSocket API in AWS) and falls back to long
+   * polls by itself while no socket can be had; `long-poll` only polls (`GET /sync/watch`); `off`
+   * (the loop syncs after local writes, on `online` and periodically); or a wake-source factory
+   * of the app's own (client-web/wake.ts). Used by `watch()` and the sync loop's wake-ups.
    */
-  readonly watch?: 'off' | 'long-poll' | 'websocket';
+  readonly watch?: 'off' | 'long-poll' | 'websocket' | WakeSourceFactory;
   /**
    * Where the push notifications are: default `ws(s)://<baseUrl host>/sync/ws` (the local
    * gateway); in AWS the stack's `WebSocketUrl` output (`wss://…/{stage}`).
@@ -78,6 +85,12 @@ export interface ClientConfig {
   readonly webSocketUrl?: string;
   /** Opens a WebSocket; default the platform's (browsers, Node 22+). Under Node 20 pass the `ws` package's. */
   readonly webSocket?: WebSocketFactory;
+  /**
+   * What a push does with a bundle the server rejects (`push_rejected`): `hold` (the default) keeps
+   * it frozen until `quarantineRejected()` or `discardRejected()`; `quarantine` moves the offending
+   * rows (and rows depending on them) into the quarantine at once and pushes the rest.
+   */
+  readonly onRejected?: 'hold' | 'quarantine';
   readonly onProgress?: (progress: Progress) => void;
   readonly retry?: RetryPolicy;
   readonly fetch?: typeof fetch;
@@ -87,6 +100,11 @@ export interface ClientConfig {
   readonly pullBundles?: number;
   /** Rows per snapshot or committed-bundle page; defaults to the server's `default_rows_per_page`. */
   readonly pageRows?: number;
+  /**
+   * How long opening waits for the server's capabilities when a cached copy exists (one attempt,
+   * no retries: an offline device opens on the cached copy at once). Default 3000.
+   */
+  readonly capabilitiesTimeoutMs?: number;
 }
 
 export type AttachResult =
@@ -109,18 +127,27 @@ export type PushResult =
       readonly conflictsResolved: number;
       /** True when the commit had already happened (an earlier unknown outcome) and nothing was re-uploaded. */
       readonly alreadyCommitted: boolean;
+      /** Rows moved into the quarantine on the way (only with `onRejected: 'quarantine'`). */
+      readonly quarantinedRows?: number;
     }
   | {
-      /** Every frozen change lost to the server by conflict resolution; nothing left to push. */
+      /** Every frozen change lost to the server by conflict resolution, or quarantined; nothing left to push. */
       readonly status: 'resolved_without_commit';
       readonly conflictsResolved: number;
+      readonly quarantinedRows?: number;
     }
   | {
-      /** The bundle breaks a server constraint; it stays frozen until `discardRejected()`. */
+      /**
+       * The bundle breaks a server constraint (`push_rejected`), or the server cannot take a row
+       * (`invalid_request`, `payload_too_large`); it stays frozen until `quarantineRejected()` or
+       * `discardRejected()`.
+       */
       readonly status: 'rejected';
-      readonly code: string;
+      readonly code: ServerErrorCode;
       readonly message: string;
-      readonly violation: unknown;
+      /** The broken constraint, with the offending row's table and key where the server names them. */
+      readonly violation: Violation | null;
+      readonly details?: unknown;
     };
 
 export interface PullResult {
@@ -160,9 +187,102 @@ export interface PendingStatus {
   readonly rebuildRequired: boolean;
   readonly nextSourceBundleId: number;
   /** Set when the server refused this device's source: call `rebuild()` to rotate (rule 5). */
-  readonly sourceRecovery: string | null;
-  /** The server's refusal of the frozen bundle, until `discardRejected()` or a successful push. */
-  readonly rejected: { readonly code: string; readonly message: string } | null;
+  readonly sourceRecovery: SourceReplacementReason | null;
+  /** The server's refusal of the frozen bundle, until it is quarantined, discarded or pushed. */
+  readonly rejected: Rejection | null;
+  /** Rows waiting in the quarantine (`quarantined()`). */
+  readonly quarantinedRows: number;
+}
+
+/** A row moved out of a rejected bundle, with the server's reason (the quarantine, quarantine.ts). */
+export interface QuarantinedRow {
+  readonly id: number;
+  /** Server schema and table. */
+  readonly schema: string;
+  readonly table: string;
+  readonly localTable: string;
+  /** The sync key as wire text (dashed UUID or text). */
+  readonly key: string;
+  /** The change that was refused. */
+  readonly op: 'INSERT' | 'UPDATE' | 'DELETE';
+  /** The refused row's local values by column, or null for a delete. */
+  readonly row: Readonly<Record<string, SqlValue>> | null;
+  readonly code: ServerErrorCode;
+  readonly message: string;
+  readonly violation: Violation | null;
+  /** Set when this row was moved only because it depends (foreign key) on quarantined row `dependsOn`. */
+  readonly dependsOn: number | null;
+  readonly sourceBundleId: number;
+  /** RFC 3339. */
+  readonly quarantinedAt: string;
+}
+
+/**
+ * What the sync loop is doing:
+ * - `stopped`: not started, or stopped;
+ * - `idle`: up to date as far as it knows, waiting for a write, a wake-up or the next period;
+ * - `syncing`: attaching or syncing now;
+ * - `backoff`: the last attempt failed in a way that may pass (offline server, 503, 429): it tries
+ *   again at `nextAttemptAt`;
+ * - `offline`: the environment reports no network; it tries again when it comes back;
+ * - `needs_attention`: the last attempt failed in a way that waiting does not cure (a rejected
+ *   bundle held, a refused source, a local schema mismatch): it tries again after the next local
+ *   write or `requestSync()`.
+ */
+export type SyncPhase = 'stopped' | 'idle' | 'syncing' | 'backoff' | 'offline' | 'needs_attention';
+
+/** One event of `onStatus`: the loop's phase and the device's sync state. */
+export interface SyncStatus {
+  readonly phase: SyncPhase;
+  readonly attachedUserId: string | null;
+  /** Local changes not yet committed: dirty and frozen rows. */
+  readonly pendingRows: number;
+  readonly quarantinedRows: number;
+  /** The last bundle applied (`last_bundle_seq_seen`). */
+  readonly checkpoint: number;
+  /** The last failure, until a sync succeeds. */
+  readonly lastError: { readonly code: SyncErrorCode | 'unknown'; readonly message: string } | null;
+  /** When a sync last succeeded (ms since the epoch). */
+  readonly lastSyncedAt: number | null;
+  /** When the loop tries again after a failure (ms since the epoch). */
+  readonly nextAttemptAt: number | null;
+  /** The server's refusal of the frozen bundle, while one is held. */
+  readonly rejected: Rejection | null;
+  /** Conflicts resolved by the tables' policies since `start()`. */
+  readonly conflictsResolved: number;
+  /** How the loop's attach went, when it attached this device. */
+  readonly attach: AttachResult | null;
+}
+
+/** Where the sync loop runs and what it listens to; defaults to the global scope (window or worker). */
+export interface LoopEnvironment {
+  /** Whether the network is up (`navigator.onLine`); assumed up when unknown. */
+  isOnline(): boolean;
+  /** Subscribes to the network coming back (`online`); answers the unsubscribe. */
+  onOnline(listener: () => void): () => void;
+  /** Subscribes to the network going away (`offline`); answers the unsubscribe. */
+  onOffline(listener: () => void): () => void;
+  /** Subscribes to the app becoming visible again (`visibilitychange`); answers the unsubscribe. */
+  onVisible(listener: () => void): () => void;
+}
+
+/** How `start()` runs the loop. */
+export interface StartOptions {
+  /** Attach this user first when the database is not attached (retrying `retry_later`). */
+  readonly userId?: string;
+  /** Quiet time after a local write before the sync (default 300 ms). */
+  readonly debounceMs?: number;
+  /** A sync at least this often while idle (default 60 s; 0: never). */
+  readonly periodicMs?: number;
+  /** Backoff after a failure that may pass: full jitter from `baseMs` doubling up to `maxMs` (default 1 s … 60 s). */
+  readonly backoff?: { readonly baseMs: number; readonly maxMs: number };
+  /**
+   * When the server refuses this device's source (`source_recovery_required`), rebuild with a new
+   * source at once instead of waiting for the app's `rebuild()` (protocol §10.6: recovery stays
+   * the app's choice, made here once). Default false.
+   */
+  readonly recoverSource?: boolean;
+  readonly environment?: LoopEnvironment;
 }
 
 export interface WatchResult {
@@ -192,10 +312,38 @@ export interface SyncClient {
   rebuild(options?: { readonly rotateSource?: SourceReplacementReason }): Promise<RebuildResult>;
   /** Drops a frozen bundle the server rejected; the synced data is rebuilt on the next sync. */
   discardRejected(): Promise<{ readonly discardedRows: number }>;
+  /**
+   * Moves the offending rows of a rejected bundle (the row the server names, and the rows depending
+   * on it) into the quarantine; the rest is pushed by the next sync. `quarantinedRows` is 0 when the
+   * rejection names no row of the bundle (then only `discardRejected()` helps).
+   */
+  quarantineRejected(): Promise<{ readonly quarantinedRows: number }>;
+  /** The quarantined rows, oldest first. */
+  quarantined(): Promise<QuarantinedRow[]>;
+  /**
+   * Writes a quarantined row back as a local change (pushed with the next bundle), with `fix` (local
+   * values by column) applied over it; the row leaves the quarantine.
+   */
+  requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void>;
+  /** Forgets a quarantined row (the local table already holds the server's version of it). */
+  dropQuarantined(id: number): Promise<void>;
   /** Detaches the user; blocked (a result) while unsynced rows exist. */
   detach(): Promise<DetachResult>;
   pendingStatus(): Promise<PendingStatus>;
   /** Waits (long poll) until the server has bundles past the checkpoint, or the wait ends. */
   watch(signal?: AbortSignal): Promise<WatchResult>;
+  /**
+   * Starts the sync loop: a sync after local writes through `db` (debounced), on wake-ups from the
+   * watch source, when the network comes back, when the app becomes visible and periodically,
+   * with backoff after failures. Calling it again replaces the options.
+   */
+  start(options?: StartOptions): void;
+  /** Stops the loop (a sync in progress finishes first). */
+  stop(): Promise<void>;
+  /** Asks the loop for a sync now, cutting a backoff short (a "sync now" button, writes through another handle). */
+  requestSync(): void;
+  /** Subscribes to the loop's status (called at once with the current one); answers the unsubscribe. */
+  onStatus(listener: (status: SyncStatus) => void): () => void;
+  /** Stops the loop and closes the database. */
   close(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 /**
  * The Lockstep web client. Open a SQLite database with an adapter (`client-web/sqlite/opfs.js` in
  * a browser worker, `client-web/sqlite/node.js` under Node), create the application's tables, then
- * `openClient({ baseUrl, getToken, db, tables })`.
+ * `openClient({ baseUrl, getToken, db, tables })` and `client.start()`.
  */
 export { openClient, newSourceId } from './client.js';
 export type {
@@ -12,16 +12,32 @@ export type {
   ConflictResolver,
   DetachResult,
   LocalRow,
+  LoopEnvironment,
   PendingStatus,
   Progress,
   PullResult,
   PushResult,
+  QuarantinedRow,
   RebuildResult,
+  Rejection,
+  StartOptions,
   SyncClient,
+  SyncPhase,
   SyncResult,
+  SyncStatus,
   TableConfig,
+  Violation,
   WatchResult,
 } from './api.js';
-export { ClientError, ClientErrorCode } from './errors.js';
+export {
+  ClientError,
+  ClientErrorCode,
+  TransportErrorCode,
+  errorCodeOf,
+  isRetriableCode,
+  type ServerErrorCode,
+  type SyncErrorCode,
+} from './errors.js';
 export { SyncHttpError, type RetryPolicy } from './transport.js';
+export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
 export type { SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';

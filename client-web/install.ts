@@ -21,8 +21,13 @@
  * - `_sync_local_model`: the local columns of each managed table at the last open, so a new app
  *   version whose local migration added a column (or a table) is noticed (recordLocalModel), and
  *   the added columns still to fill from the server (`refresh`, until the next rebuild).
- * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, recreated on every open.
+ * - `_sync_quarantine`: rows moved out of a rejected bundle (quarantine.ts), with the rejection,
+ *   until the app re-queues or drops them.
+ * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, and `_sync_trg_<table>_key_{ins,upd}`,
+ *   which refuse a key the wire would change (a non-canonical UUID), recreated on every open;
+ *   those of a table no longer managed are dropped with its dirty marks.
  */
+import { INVALID_LOCAL_ROW_MARK } from './local-writes.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
@@ -81,12 +86,24 @@ CREATE TABLE IF NOT EXISTS _sync_rebuild_state (
   snapshot_bundle_seq INTEGER,
   row_count INTEGER,
   next_row_ordinal INTEGER NOT NULL DEFAULT 0,
-  expires_at TEXT,
-  header_source_id TEXT
+  expires_at TEXT
 );
 CREATE TABLE IF NOT EXISTS _sync_capabilities (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS _sync_quarantine (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tbl TEXT NOT NULL,
+  key_local NOT NULL,
+  key_wire TEXT NOT NULL,
+  op TEXT NOT NULL,
+  payload TEXT,
+  base_row_version INTEGER NOT NULL,
+  rejection TEXT NOT NULL,
+  depends_on INTEGER,
+  source_bundle_id INTEGER NOT NULL,
+  quarantined_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS _sync_local_model (
   tbl TEXT PRIMARY KEY,
@@ -127,6 +144,20 @@ export function stageTable(t: TableModel): string {
   return `_sync_stage_${t.local}`;
 }
 
+const HEX = '[0-9a-f]';
+/** Canonical UUID text, as the wire carries it: lowercase, dashed (GLOB is case-sensitive). */
+const UUID_GLOB = [8, 4, 4, 4, 12].map((n) => HEX.repeat(n)).join('-');
+
+/**
+ * The condition under which a written key is refused. The wire form of a UUID key is its
+ * canonical text, and the server's rows come back in that form: a key stored any other way
+ * (upper-case text, text in a BLOB key) would come back as a second row beside the first.
+ */
+function badKeyCondition(t: TableModel, ref: string): string | null {
+  if (t.key.kind !== 'uuid') return null;
+  return t.key.affinity === 'BLOB' ? `typeof(${ref}) <> 'blob' OR length(${ref}) <> 16` : `${ref} IS NULL OR ${ref} NOT GLOB '${UUID_GLOB}'`;
+}
+
 function triggerSql(t: TableModel): string {
   const name = (suffix: string) => qi(`_sync_trg_${t.local}_${suffix}`);
   const table = qi(t.local);
@@ -136,19 +167,40 @@ function triggerSql(t: TableModel): string {
   // state 1 (frozen) becomes 2 (frozen, changed again); 0 and 2 stay as they are.
   const mark = (ref: string) =>
     `INSERT INTO _sync_dirty (tbl, key, state) VALUES (${tbl}, ${ref}, 0) ON CONFLICT (tbl, key) DO UPDATE SET state = CASE state WHEN 1 THEN 2 ELSE state END;`;
+  const bad = badKeyCondition(t, `NEW.${key}`);
+  const message = `'${INVALID_LOCAL_ROW_MARK}: the ${t.key.kind} key ${t.local}.${t.key.name.replaceAll("'", "''")} must be ${
+    t.key.affinity === 'BLOB' ? 'a 16-byte BLOB' : 'lowercase dashed UUID text'}'`;
+  const keyGuards = bad === null ? '' : `
+CREATE TRIGGER ${name('key_ins')} BEFORE INSERT ON ${table} WHEN ${bad} BEGIN SELECT RAISE(ABORT, ${message}); END;
+CREATE TRIGGER ${name('key_upd')} BEFORE UPDATE OF ${key} ON ${table} WHEN ${bad} BEGIN SELECT RAISE(ABORT, ${message}); END;`;
   return `
 DROP TRIGGER IF EXISTS ${name('ins')};
 DROP TRIGGER IF EXISTS ${name('upd')};
 DROP TRIGGER IF EXISTS ${name('del')};
+DROP TRIGGER IF EXISTS ${name('key_ins')};
+DROP TRIGGER IF EXISTS ${name('key_upd')};
 CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${mark(`NEW.${key}`)} END;
 CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
-CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;
+CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;${keyGuards}
 `;
 }
 
-/** Capture triggers for every managed table; recreated each open so they follow the model. */
+/**
+ * Capture triggers for every managed table; recreated each open so they follow the model. A table
+ * no longer in the config loses its triggers and its bookkeeping: its writes are local only from
+ * now on (dirty marks it kept could never be pushed, and would block detach for good). Should it
+ * be managed again, it counts as new (recordLocalModel) and the next sync refreshes it.
+ */
 export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<void> {
   await db.transaction(async (tx) => {
+    const triggers = await tx.query<{ name: string; tbl_name: string }>(
+      "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\\_sync\\_trg\\_%' ESCAPE '\\'");
+    for (const trigger of triggers) if (!model.byLocal.has(trigger.tbl_name)) await tx.exec(`DROP TRIGGER IF EXISTS ${qi(trigger.name)}`);
+    const managed = model.tables.map((t) => t.local);
+    const notManaged = `tbl NOT IN (${managed.map(() => '?').join(', ') || "''"})`;
+    for (const table of ['_sync_dirty', '_sync_skipped', '_sync_row_meta', '_sync_local_model']) {
+      await tx.run(`DELETE FROM ${table} WHERE ${notManaged}`, managed);
+    }
     for (const t of model.tables) await tx.exec(triggerSql(t));
   });
 }
@@ -158,17 +210,15 @@ export async function resetStageTables(tx: SqliteStatements, model: LocalModel):
   for (const t of model.tables) {
     const cols = t.columns.map((c) => qi(c.name)).join(', ');
     // No key index while pages stream in (it would cost as much as the inserts); the final apply
-    // builds it once (indexStageTables) before it joins on the key.
+    // builds it once, and only when it joins on the key (applyStagedSnapshot).
     await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))};
 CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM ${qi(t.local)} WHERE 0;`);
   }
 }
 
-/** Indexes the stage tables by key, once, before the final apply joins on it. */
-export async function indexStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
-  for (const t of model.tables) {
-    await tx.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${qi(`${stageTable(t)}_key`)} ON ${qi(stageTable(t))} (${qi(t.key.name)})`);
-  }
+/** Drops the stage tables of a finished (or abandoned) snapshot download. */
+export async function dropStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
+  for (const t of model.tables) await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))}`);
 }
 
 /** Names of existing outbox tables (at most one in normal operation). */

@@ -1,16 +1,20 @@
 /**
  * The application's local tables, read from SQLite and checked against the server's
- * `registered_table_specs` (specification "Client local table requirements", contract §9):
+ * `registered_table_specs` (docs/protocol.md §10.8):
  * the sync key is the local PRIMARY KEY (`TEXT`, or a UUID `BLOB`), every local column exists on
- * the server with a compatible type, and the managed set is closed under foreign keys. Any
- * mismatch refuses to attach with one error naming every problem.
+ * the server with a compatible type, and the managed set is closed under foreign keys, locally and
+ * on the server. A table that could never push is refused too: one without a server column that is
+ * NOT NULL and has no default (a row inserted locally would break it). Any mismatch refuses to
+ * open with one error naming every problem. The last two checks need the server to say which
+ * columns have defaults and where its foreign keys point (`has_default`, `foreign_keys` in
+ * `registered_table_specs`); a server that does not publish them is trusted on those points.
  */
-import { type TableSpec } from '../core/protocol/meta.js';
-import { wireCategory, type WireCategory } from '../core/protocol/wire-types.js';
+import { type WireCategory } from '../core/protocol/wire-types.js';
 import { type ConflictResolver, type TableConfig } from './api.js';
-import { affinityOf, type Affinity, type ColumnCodec } from './codec.js';
+import { affinityOf, classify, type Affinity, type ColumnCodec, type ValueShape } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type SqliteStatements } from './sqlite/port.js';
+import { type ClientTableSpec } from './wire.js';
 
 /** Quotes a SQLite identifier. */
 export function qi(name: string): string {
@@ -64,8 +68,11 @@ async function readLocalTable(db: SqliteStatements, name: string): Promise<Local
   };
 }
 
-function compatible(category: WireCategory, affinity: Affinity, untyped: boolean): boolean {
+function compatible(category: WireCategory, shape: ValueShape, affinity: Affinity, untyped: boolean): boolean {
   if (untyped) return true;
+  // Arrays are stored as JSON text; an opaque type as whatever its values are (text or a number).
+  if (shape === 'array') return affinity === 'TEXT';
+  if (shape === 'opaque') return affinity !== 'BLOB';
   switch (category) {
     case 'bytea':
       return affinity === 'BLOB';
@@ -91,7 +98,7 @@ function compatible(category: WireCategory, affinity: Affinity, untyped: boolean
  * Reads the configured local tables and checks them against the server's specs. Throws
  * `local_schema_mismatch` naming every problem; answers the model the client runs on.
  */
-export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModel> {
+export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly ClientTableSpec[]): Promise<LocalModel> {
   const problems: string[] = [];
   const specByName = new Map(specs.map((s) => [`${s.schema}.${s.table}`, s]));
   const models: Omit<TableModel, 'order'>[] = [];
@@ -123,14 +130,24 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
         problems.push(`${localName}.${column.name}: the server table ${wireName} has no such column`);
         continue;
       }
-      const codec: ColumnCodec = { name: column.name, category: wireCategory(server.type), affinity: affinityOf(column.type), untyped: column.type === '' };
-      if (!compatible(codec.category, codec.affinity, codec.untyped)) {
+      const codec: ColumnCodec = { name: column.name, ...classify(server.type), affinity: affinityOf(column.type), untyped: column.type === '' };
+      if (!compatible(codec.category, codec.shape, codec.affinity, codec.untyped)) {
         problems.push(`${localName}.${column.name}: local type ${column.type || '(none)'} cannot hold server type ${server.type}`);
       }
       // NOT NULL locally but nullable on the server is accepted: the server may have relaxed it after
       // this app version shipped (schema evolution). A null that does arrive is refused by apply
       // with local_schema_mismatch naming the column (codec.ts), never a raw SQLite error.
       columns.push(column.notnull && server.nullable && column.name !== keyName ? { ...codec, localNotNull: true } : codec);
+    }
+    const localNames = new Set(local.columns.map((c) => c.name));
+    for (const server of spec.columns) {
+      if (localNames.has(server.name) || server.nullable || server.has_default !== false) continue;
+      problems.push(`${localName}.${server.name}: the server column is NOT NULL and has no default, so a row inserted locally could never push; add the column locally`);
+    }
+    for (const fk of spec.foreign_keys ?? []) {
+      const target = `${fk.references.schema}.${fk.references.table}`;
+      if (target === wireName || configs.some((c) => `${c.schema}.${c.table}` === target)) continue;
+      problems.push(`${localName}: references ${target} on the server, which is not managed locally (the managed set must be closed under foreign keys)`);
     }
     const key = columns.find((c) => c.name === keyName);
     if (key) {

@@ -9,15 +9,15 @@
  * outcome resumes the very same bundle; edits made after the freeze wait for the next one.
  */
 import canonicalize from 'canonicalize';
-import { toWire } from './codec.js';
+import { keyToWire, toWire } from './codec.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { columnsToRefresh } from './install.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
-import { readFrozen, readSource, readAttachment, type FrozenBundle } from './state.js';
+import { clearFrozen, readAttachment, readFrozen, readSource, recordFrozen, updateFrozen, type FrozenBundle } from './state.js';
 
 export type WireOp = 'INSERT' | 'UPDATE' | 'DELETE';
 
-/** A pushed row exactly as it goes on the wire (specification "Row shapes"). */
+/** A pushed row exactly as it goes on the wire (docs/protocol.md §4.1). */
 export interface PushedWireRow {
   readonly schema: string;
   readonly table: string;
@@ -41,16 +41,11 @@ export interface FreezeLimits {
   readonly maxBytes: number;
 }
 
-/** Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the pushed rows (contract §4). */
+/** Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the pushed rows (docs/protocol.md §4.3). */
 export async function requestHash(rows: readonly PushedWireRow[]): Promise<string> {
   const text = canonicalize(rows) ?? '[]';
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
-/** The wire key text of a local key value. */
-function keyToWire(table: TableModel, key: SqlValue): string {
-  return String(toWire(table.key, key));
 }
 
 /**
@@ -58,7 +53,7 @@ function keyToWire(table: TableModel, key: SqlValue): string {
  * added locally whose server values the next rebuild still has to fill (`omit`): sending their
  * local default would overwrite the server's value, while omitting them keeps it.
  */
-function rowToPayload(table: TableModel, row: Record<string, SqlValue>, omit: readonly string[]): Record<string, unknown> {
+export function rowToPayload(table: TableModel, row: Record<string, SqlValue>, omit: readonly string[]): Record<string, unknown> {
   const payload: Record<string, unknown> = {};
   for (const column of table.columns) if (!omit.includes(column.name)) payload[column.name] = toWire(column, row[column.name] ?? null);
   return payload;
@@ -78,13 +73,25 @@ const OUTBOX_DDL = (name: string) => `CREATE TABLE ${qi(name)} (
   payload TEXT
 )`;
 
+/** What a freeze found: the bundle to push (or null), and whether the synced data needs a rebuild. */
+export interface FreezeResult {
+  readonly frozen: FrozenBundle | null;
+  /**
+   * A key vanished (inserted and deleted again) whose newer server row a pull kept out: only a
+   * rebuild brings that row back. The caller records it in the same transaction.
+   */
+  readonly rebuildRequired: boolean;
+}
+
 /**
  * Freezes the dirty set into `_sync_outbox_<n>` (inside the caller's transaction) and answers the
- * frozen bundle, or the one already frozen, or null when nothing needs pushing.
+ * frozen bundle, or the one already frozen, or null when nothing needs pushing. The first row is
+ * always taken, whatever its size: a row over the byte budget left behind would never be pushed
+ * (the server takes it, or refuses it with a reason the app can see).
  */
-export async function freeze(tx: SqliteStatements, model: LocalModel, limits: FreezeLimits): Promise<FrozenBundle | null> {
+export async function freeze(tx: SqliteStatements, model: LocalModel, limits: FreezeLimits): Promise<FreezeResult> {
   const existing = await readFrozen(tx);
-  if (existing) return existing;
+  if (existing) return { frozen: existing, rebuildRequired: false };
   const source = await readSource(tx);
   const attachment = await readAttachment(tx);
   const rows: OutboxRow[] = [];
@@ -104,7 +111,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
       const version = r['__v'] === null || r['__v'] === undefined ? 0 : Number(r['__v']);
       const tombstone = r['__d'] === 1;
       const known = version > 0 && !tombstone;
-      const keyWire = keyToWire(table, keyLocal);
+      const keyWire = keyToWire(table.key, keyLocal);
       let row: PushedWireRow;
       if (r['__e'] === 1) {
         row = wireRow(table, keyWire, known ? 'UPDATE' : 'INSERT', version, rowToPayload(table, r, omit));
@@ -115,19 +122,19 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
         continue;
       }
       const size = JSON.stringify(row).length;
-      if (rows.length + 1 > limits.maxRows || bytes + size > limits.maxBytes) break outer;
+      if (rows.length > 0 && (rows.length + 1 > limits.maxRows || bytes + size > limits.maxBytes)) break outer;
       bytes += size;
       rows.push({ table, keyLocal, keyWire, wire: row });
     }
   }
   await tx.runMany('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ?', vanished);
-  // A vanished key whose newer server row a pull kept out: only a rebuild brings that row back.
+  let rebuildRequired = false;
   for (const [tbl, key] of vanished) {
     const [skipped] = await tx.query('SELECT 1 AS s FROM _sync_skipped WHERE tbl = ? AND key = ?', [tbl, key]);
-    if (skipped) await tx.run('UPDATE _sync_attachment_state SET rebuild_required = 1 WHERE id = 1');
+    if (skipped) rebuildRequired = true;
   }
   await tx.runMany('DELETE FROM _sync_skipped WHERE tbl = ? AND key = ?', [...vanished, ...rows.map((r): [string, SqlValue] => [r.table.local, r.keyLocal])]);
-  if (rows.length === 0) return null;
+  if (rows.length === 0) return { frozen: null, rebuildRequired };
   const outboxTable = `_sync_outbox_${source.nextSourceBundleId}`;
   await tx.exec(`DROP TABLE IF EXISTS ${qi(outboxTable)}; ${OUTBOX_DDL(outboxTable)}`);
   await writeOutboxRows(tx, outboxTable, rows);
@@ -141,11 +148,8 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
     initializationId: attachment.initializationId,
     rejected: null,
   };
-  await tx.run(
-    `INSERT INTO _sync_push_state (id, outbox_table, source_id, source_bundle_id, row_count, request_hash, initialization_id, rejected)
-     VALUES (1, ?, ?, ?, ?, ?, ?, NULL)`,
-    [frozen.outboxTable, frozen.sourceId, frozen.sourceBundleId, frozen.rowCount, frozen.requestHash, frozen.initializationId]);
-  return frozen;
+  await recordFrozen(tx, frozen);
+  return { frozen, rebuildRequired };
 }
 
 async function writeOutboxRows(tx: SqliteStatements, outboxTable: string, rows: readonly OutboxRow[]): Promise<void> {
@@ -167,8 +171,8 @@ export async function readOutbox(db: SqliteStatements, model: LocalModel, frozen
 }
 
 /**
- * Replaces the frozen rows after conflict resolution (same source tuple: a refused bundle
- * consumed nothing) and answers the updated bundle, or null when nothing is left to push.
+ * Replaces the frozen rows after conflict resolution or a quarantine (same source tuple: a refused
+ * bundle consumed nothing) and answers the updated bundle, or null when nothing is left to push.
  */
 export async function rewriteOutbox(tx: SqliteStatements, frozen: FrozenBundle, rows: readonly OutboxRow[]): Promise<FrozenBundle | null> {
   await tx.exec(`DELETE FROM ${qi(frozen.outboxTable)}`);
@@ -178,14 +182,14 @@ export async function rewriteOutbox(tx: SqliteStatements, frozen: FrozenBundle, 
   }
   await writeOutboxRows(tx, frozen.outboxTable, rows);
   const hash = await requestHash(rows.map((r) => r.wire));
-  await tx.run('UPDATE _sync_push_state SET row_count = ?, request_hash = ?, rejected = NULL WHERE id = 1', [rows.length, hash]);
+  await updateFrozen(tx, rows.length, hash);
   return { ...frozen, rowCount: rows.length, requestHash: hash, rejected: null };
 }
 
 /** Forgets the frozen bundle: its table, its state row, and the frozen marks of its keys. */
 export async function dropOutbox(tx: SqliteStatements, frozen: FrozenBundle): Promise<void> {
   await tx.exec(`DROP TABLE IF EXISTS ${qi(frozen.outboxTable)}`);
-  await tx.run('DELETE FROM _sync_push_state WHERE id = 1');
+  await clearFrozen(tx);
   // Keys changed again after the freeze (2) stay dirty for the next bundle.
   await tx.run('DELETE FROM _sync_dirty WHERE state = 1');
   await tx.run('UPDATE _sync_dirty SET state = 0 WHERE state = 2');
@@ -198,7 +202,7 @@ export async function dropOutbox(tx: SqliteStatements, frozen: FrozenBundle): Pr
  */
 export async function unfreeze(tx: SqliteStatements, frozen: FrozenBundle): Promise<void> {
   await tx.exec(`DROP TABLE IF EXISTS ${qi(frozen.outboxTable)}`);
-  await tx.run('DELETE FROM _sync_push_state WHERE id = 1');
+  await clearFrozen(tx);
   await tx.run('UPDATE _sync_dirty SET state = 0 WHERE state <> 0');
 }
 

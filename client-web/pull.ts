@@ -1,97 +1,65 @@
 /**
- * Pull (specification item 4, rule 3): complete committed bundles after the checkpoint, in order,
- * up to the stable ceiling frozen by the first page (`target_bundle_seq` on the next ones).
- *
- * Each page is applied in one local transaction that also advances the checkpoint, so a crash
- * repeats at most that page (re-applying is a no-op: row versions only move forward). A bundle
- * the server sent with `rows_omitted` is completed from the committed-bundle endpoint before the
- * page is applied. Rows with unpushed local changes are never overwritten. `history_pruned`
- * sets `rebuild_required` durably, rebuilds, and pulls on from the snapshot's bundle.
+ * The pull step (protocol §5.4, §10.3–§10.4): one page of complete committed bundles after the
+ * checkpoint, up to the stable ceiling the first page froze. Bundles too large for one response
+ * (`rows_omitted`) are completed from the committed-rows endpoint first, so a page is always whole
+ * bundles. The coordinator applies the page (rows and checkpoint in one transaction) and asks for
+ * the next; `history_pruned` and a source refusal are outcomes it answers.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
-import { type PullResponse } from '../core/protocol/read-path.js';
-import { PullAnswer } from './wire.js';
-import { type PullResult } from './api.js';
-import { applyCommittedRows, applyTransaction, inApplyMode } from './apply.js';
+import { fetchBundleRows } from './committed-rows.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { isCode } from './http-errors.js';
-import { outboxTables } from './install.js';
-import { fetchBundleRows } from './push.js';
-import { rebuild } from './rebuild.js';
-import { guardSource } from './source-recovery.js';
-import { readAttachment, setRebuildRequired } from './state.js';
+import { isCode, SOURCE_REFUSALS } from './http-errors.js';
+import { type SyncHttpError } from './transport.js';
+import { PullAnswer } from './wire.js';
 
-async function failClosedOnOutbox(ctx: ClientContext): Promise<void> {
-  const outboxes = await outboxTables(ctx.db);
-  if (outboxes.length > 0) {
-    throw new ClientError(ClientErrorCode.outboxPending, `pull refused: frozen bundle ${outboxes.join(', ')} must be pushed or discarded first`);
-  }
-}
+export type PullPage =
+  | {
+      readonly kind: 'page';
+      /** The frozen ceiling of this pull (from the first page on). */
+      readonly stable: number;
+      /** Bundles in this page, in order. */
+      readonly bundles: number;
+      /** The last bundle in this page, or undefined for an empty page. */
+      readonly last: number | undefined;
+      readonly rows: readonly CommittedRow[];
+      readonly hasMore: boolean;
+    }
+  | { readonly kind: 'history_pruned' }
+  | { readonly kind: 'source_refused'; readonly error: SyncHttpError };
 
-export async function pullToStable(ctx: ClientContext): Promise<PullResult> {
-  await failClosedOnOutbox(ctx);
-  let rebuilt = false;
-  if ((await readAttachment(ctx.db)).rebuildRequired) {
-    await rebuild(ctx);
-    rebuilt = true;
+/** Fetches the page after `checkpoint` (towards `target`, the ceiling frozen by the first page). */
+export async function pullPage(ctx: ClientContext, checkpoint: number, target: number | undefined): Promise<PullPage> {
+  let page;
+  try {
+    page = await ctx.transport.request('GET', '/sync/pull', {
+      query: { after_bundle_seq: checkpoint, max_bundles: ctx.limits.bundlesPerPull, target_bundle_seq: target },
+      schema: PullAnswer,
+    });
+  } catch (error) {
+    if (isCode(error, 'history_pruned')) return { kind: 'history_pruned' };
+    if (isCode(error, ...SOURCE_REFUSALS)) return { kind: 'source_refused', error };
+    throw error;
   }
-  let checkpoint = (await readAttachment(ctx.db)).checkpoint;
-  let target: number | undefined;
-  let bundlesApplied = 0;
-  let rowsApplied = 0;
-  let rowsSeen = 0;
-  let rowsSkippedPending = 0;
-  for (;;) {
-    let page: PullResponse;
-    try {
-      page = await guardSource(ctx, () => ctx.transport.request('GET', '/sync/pull', {
-        query: { after_bundle_seq: checkpoint, max_bundles: ctx.limits.bundlesPerPull, target_bundle_seq: target },
-        schema: PullAnswer,
-      }));
-    } catch (error) {
-      if (!isCode(error, 'history_pruned')) throw error;
-      // Durable first: a crash during the rebuild resumes it on the next sync (rule 6).
-      await setRebuildRequired(ctx.db, true);
-      await rebuild(ctx);
-      rebuilt = true;
-      checkpoint = (await readAttachment(ctx.db)).checkpoint;
-      target = undefined;
-      continue;
+  const rows: CommittedRow[] = [];
+  let expected = checkpoint + 1;
+  for (const bundle of page.bundles) {
+    if (bundle.bundle_seq !== expected) {
+      throw new ClientError(ClientErrorCode.protocolViolation, `pull after ${checkpoint} answered bundle ${bundle.bundle_seq} where ${expected} was due`);
     }
-    target ??= page.stable_bundle_seq;
-    const rows: CommittedRow[] = [];
-    let expected = checkpoint + 1;
-    for (const bundle of page.bundles) {
-      if (bundle.bundle_seq !== expected) {
-        throw new ClientError(ClientErrorCode.protocolViolation, `pull after ${checkpoint} answered bundle ${bundle.bundle_seq} where ${expected} was due`);
-      }
-      expected++;
-      const bundleRows = bundle.rows_omitted ? (await fetchBundleRows(ctx, bundle.bundle_seq)).rows : bundle.rows;
-      if (bundleRows.length !== bundle.row_count) {
-        throw new ClientError(ClientErrorCode.protocolViolation, `bundle ${bundle.bundle_seq} announced ${bundle.row_count} rows but carried ${bundleRows.length}`);
-      }
-      rows.push(...bundleRows);
+    expected++;
+    const bundleRows = bundle.rows_omitted ? (await fetchBundleRows(ctx, bundle.bundle_seq)).rows : bundle.rows;
+    if (bundleRows.length !== bundle.row_count) {
+      throw new ClientError(ClientErrorCode.protocolViolation, `bundle ${bundle.bundle_seq} announced ${bundle.row_count} rows but carried ${bundleRows.length}`);
     }
-    const last = page.bundles.at(-1)?.bundle_seq;
-    if (last !== undefined) {
-      const stats = await applyTransaction(ctx.db, ctx.model, async (tx) => {
-        const applied = await inApplyMode(tx, () => applyCommittedRows(tx, ctx.model, rows, false));
-        await tx.run('UPDATE _sync_attachment_state SET last_bundle_seq_seen = max(last_bundle_seq_seen, ?) WHERE id = 1', [last]);
-        // An interrupted snapshot download older than what is now applied must not be resumed.
-        await tx.run('DELETE FROM _sync_rebuild_state WHERE snapshot_bundle_seq < ?', [last]);
-        return applied;
-      });
-      bundlesApplied += page.bundles.length;
-      rowsApplied += stats.applied;
-      rowsSkippedPending += stats.skipped;
-      rowsSeen += rows.length;
-      checkpoint = last;
-      // Rows still to come are estimated from the bundles still to come.
-      const perBundle = rowsSeen / bundlesApplied;
-      ctx.progress({ phase: 'pull', rowsDone: rowsSeen, rowsTotal: rowsSeen + Math.round(perBundle * Math.max(0, target - checkpoint)) });
-    }
-    if (!page.has_more || checkpoint >= target || last === undefined) break;
+    rows.push(...bundleRows);
   }
-  return { bundlesApplied, rowsApplied, rowsSkippedPending, checkpoint, rebuilt };
+  return {
+    kind: 'page',
+    stable: target ?? page.stable_bundle_seq,
+    bundles: page.bundles.length,
+    last: page.bundles.at(-1)?.bundle_seq,
+    rows,
+    hasMore: page.has_more,
+  };
 }

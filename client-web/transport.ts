@@ -6,9 +6,10 @@
  * Every endpoint is safe to retry: chunks are idempotent for the same chunk, commit answers the
  * same again, and a repeated create only leaves an unused session that expires. The one 503 that
  * is not retried here is `commit_outcome_unknown`: the push protocol answers it by starting over
- * from session create with the frozen bundle (specification rule 2).
+ * from session create with the frozen bundle (docs/protocol.md §10.2).
  */
 import { type z } from 'zod';
+import { isServerErrorCode, type ServerErrorCode, type TransportErrorCode } from './errors.js';
 
 export interface RetryPolicy {
   /** Attempts in all, the first included. */
@@ -35,8 +36,8 @@ export interface TransportConfig {
 export class SyncHttpError extends Error {
   override readonly name = 'SyncHttpError';
   constructor(
-    /** The server's error code, or `network_error` / `invalid_response`. */
-    readonly code: string,
+    /** The server's error code, or a transport failure (`network_error`, `invalid_response`, `aborted`). */
+    readonly code: ServerErrorCode | TransportErrorCode,
     readonly status: number,
     message: string,
     readonly body: Record<string, unknown> = {},
@@ -47,7 +48,7 @@ export class SyncHttpError extends Error {
 
   /** Whether waiting and trying again can succeed. */
   get retriable(): boolean {
-    if (this.code === 'commit_outcome_unknown') return false;
+    if (this.code === 'commit_outcome_unknown' || this.code === 'aborted') return false;
     return this.code === 'network_error' || this.status === 429 || this.status >= 500;
   }
 }
@@ -74,6 +75,10 @@ export interface RequestOptions<T> {
   readonly schema?: z.ZodType<T>;
   readonly retry?: boolean;
   readonly signal?: AbortSignal;
+}
+
+function abortedError(): SyncHttpError {
+  return new SyncHttpError('aborted', 0, 'the request was aborted');
 }
 
 export class Transport {
@@ -103,7 +108,8 @@ export class Transport {
         return await this.once(method, path, options);
       } catch (error) {
         const e = error instanceof SyncHttpError ? error : new SyncHttpError('network_error', 0, String(error));
-        if (!retry || !e.retriable || attempt >= this.policy.maxAttempts || options.signal?.aborted) throw e;
+        if (options.signal?.aborted) throw abortedError();
+        if (!retry || !e.retriable || attempt >= this.policy.maxAttempts) throw e;
         await this.sleep(backoffDelayMs(this.policy, attempt, this.random, e.retryAfterMs));
       }
     }
@@ -127,6 +133,8 @@ export class Transport {
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (error) {
+      // An abort is the caller's decision, not an outage: it gets its own code.
+      if (options.signal?.aborted) throw abortedError();
       throw new SyncHttpError('network_error', 0, `network error: ${error instanceof Error ? error.message : String(error)}`);
     }
     this.serverRoundTrips += Number(response.headers.get('x-lockstep-round-trips') ?? 0);
@@ -141,12 +149,16 @@ export class Transport {
     }
     if (!response.ok) {
       const body = (json && typeof json === 'object' ? json : {}) as Record<string, unknown>;
-      // API Gateway answers a request over Lambda's invoke limit with its own 413 (a body such as
-      // {"message":"Request Entity Too Large"}, no Lockstep code): it means the same as ours,
-      // so the caller splits the request either way.
-      const code = typeof body['error'] === 'string' ? body['error'] : response.status === 413 ? 'payload_too_large' : `http_${response.status}`;
       const message = typeof body['message'] === 'string' ? body['message'] : `HTTP ${response.status}`;
-      throw new SyncHttpError(code, response.status, message, body, parseRetryAfter(response.headers.get('retry-after')));
+      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
+      if (isServerErrorCode(body['error'])) throw new SyncHttpError(body['error'], response.status, message, body, retryAfterMs);
+      // API Gateway answers a request over Lambda's invoke limit with its own 413 and no Lockstep
+      // code: it means what ours means, so the caller splits the request either way.
+      if (response.status === 413) throw new SyncHttpError('payload_too_large', 413, message, body, retryAfterMs);
+      // Not the server's vocabulary (a proxy's error page, a newer server's code): keep the status,
+      // which still tells retriable (5xx, 429) from not, and the body for diagnostics.
+      const what = typeof body['error'] === 'string' ? `unknown error code ${body['error']}` : `HTTP ${response.status} without an error code`;
+      throw new SyncHttpError('invalid_response', response.status, `${what}: ${message}`, body, retryAfterMs);
     }
     if (response.status === 204 || !options.schema) return json as T;
     const parsed = options.schema.safeParse(json);

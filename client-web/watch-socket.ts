@@ -1,5 +1,5 @@
 /**
- * `watch: 'websocket'`: the client's wake-up from push notifications (contract §10). One socket to
+ * `watch: 'websocket'`: the client's wake-up from push notifications (protocol §5.9). One socket to
  * `GET /sync/ws` (the local gateway) or the API Gateway WebSocket API (AWS), opened on the first
  * `watch()` and kept; the server sends `{"type":"changed","latest_bundle_seq":n}` after each
  * commit of the user. `wait` answers like the long poll does, so callers have one loop:

@@ -5,6 +5,7 @@
  * `protocol_violation` for anything the model does not expect.
  */
 import { z } from 'zod';
+import { CapabilitiesResponse, ColumnSpec, TableSpec } from '../core/protocol/meta.js';
 import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage } from '../core/protocol/read-path.js';
 import { type CommittedRow, type SnapshotRow } from '../core/protocol/rows.js';
 
@@ -26,3 +27,17 @@ const snapshotRows = z.array(z.unknown()).refine((rows) => rows.every((r) => row
 export const PullAnswer = PullResponse.extend({ bundles: z.array(PulledBundle.extend({ rows: committedRows })) });
 export const CommittedRowsAnswer = CommittedBundlePage.extend({ rows: committedRows });
 export const SnapshotAnswer = SnapshotPage.extend({ rows: snapshotRows });
+
+/**
+ * A registered table spec with what the client can use beyond the protocol's fields when a server
+ * publishes it: whether a column has a default (`has_default`), and where the table's foreign keys
+ * point (`foreign_keys`). Both optional: without them local-schema.ts skips the checks they enable.
+ */
+export const ClientTableSpec = TableSpec.extend({
+  columns: z.array(ColumnSpec.extend({ has_default: z.boolean().optional() })),
+  foreign_keys: z.array(z.looseObject({ references: z.looseObject({ schema: z.string(), table: z.string() }) })).optional(),
+});
+export type ClientTableSpec = z.infer<typeof ClientTableSpec>;
+
+export const CapabilitiesAnswer = CapabilitiesResponse.extend({ registered_table_specs: z.array(ClientTableSpec) });
+export type CapabilitiesAnswer = z.infer<typeof CapabilitiesAnswer>;

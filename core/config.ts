@@ -1,7 +1,6 @@
 /**
- * Configuration from the environment, with the same names in Lambda and locally (contract §8).
+ * Configuration from the environment, with the same names in Lambda and locally (the README's Configuration table).
  */
-import { z } from 'zod';
 import { limitsFromEnv, type Limits } from './limits.js';
 import { type DbDriver } from './db/pools.js';
 
@@ -12,7 +11,10 @@ export interface RegisteredTableDecl {
 }
 
 export interface Config {
+  /** DATABASE_URL; empty when the URL comes from Secrets Manager (DATABASE_SECRET_ID) at runtime. */
   readonly databaseUrl: string;
+  /** DATABASE_SECRET_ID: the secret holding the connection string, read at runtime (core/db/secret.ts). */
+  readonly databaseSecretId: string | undefined;
   readonly tables: readonly RegisteredTableDecl[];
   readonly appName: string;
   /** SYNC_MAX_SCHEMA_VERSION: bootstrap refuses schema changes beyond it; unlimited when unset. */
@@ -21,6 +23,12 @@ export interface Config {
   readonly dbDriver: DbDriver;
   readonly dbPoolMax: number;
   readonly neonWsProxy: string | undefined;
+  /**
+   * SYNC_ROLE_TIMEOUTS (default on): bootstrap installs the role's statement, lock, idle-in-
+   * transaction and client-check settings in this database (core/bootstrap/bounds.ts). Turn it
+   * off when the role also runs other work that must not be bound by them.
+   */
+  readonly roleTimeouts: boolean;
   readonly limits: Limits;
   /**
    * SYNC_WS_ENDPOINT (AWS): the WebSocket API's management endpoint,
@@ -35,8 +43,6 @@ export interface Config {
    * SYNC_JWKS_URL (default: the issuer's `/.well-known/jwks.json`) or SYNC_JWT_SECRET (HS256).
    */
   readonly jwt: { readonly issuer: string | undefined; readonly audience: string | undefined; readonly jwksUrl: string | undefined; readonly secret: string | undefined };
-  /** SYNC_ADMIN_TOKEN: locally, the bearer token of the operator routes (/syncx/users/…). */
-  readonly adminToken: string | undefined;
   /**
    * SYNC_LISTEN_DATABASE_URL: a direct (not transaction-pooled) URL for the one LISTEN connection of
    * a long-running process; `off` disables it. Defaults to DATABASE_URL outside Lambda.
@@ -64,35 +70,69 @@ export function parseTables(spec: string): RegisteredTableDecl[] {
   return out;
 }
 
-const envSchema = z.object({
-  DATABASE_URL: z.string().min(1, 'DATABASE_URL is required'),
-  SYNC_TABLES: z.string().min(1, 'SYNC_TABLES is required'),
-  SYNC_APP_NAME: z.string().default('lockstep'),
-  SYNC_MAX_SCHEMA_VERSION: z.coerce.number().int().positive().optional(),
-  SYNC_USER_ID_CLAIM: z.string().default('sub'),
-  SYNC_DB_DRIVER: z.enum(['pg', 'neon']).optional(),
-  SYNC_DB_POOL_MAX: z.coerce.number().int().positive().default(4),
-  SYNC_NEON_WS_PROXY: z.string().optional(),
-  SYNC_WS_ENDPOINT: z.string().optional(),
-  AWS_REGION: z.string().optional(),
-  SYNC_JWT_ISSUER: z.string().optional(),
-  SYNC_JWT_AUDIENCE: z.string().optional(),
-  SYNC_JWKS_URL: z.string().optional(),
-  SYNC_JWT_SECRET: z.string().optional(),
-  SYNC_ADMIN_TOKEN: z.union([z.literal(''), z.string().min(16, 'SYNC_ADMIN_TOKEN needs at least 16 characters')]).optional(),
-  SYNC_LISTEN_DATABASE_URL: z.string().optional(),
-});
+/**
+ * Reads the environment by hand rather than with a schema library: the bootstrap and maintenance
+ * bundles need nothing else of one, and this keeps them small (one schema library is tens of KB
+ * of every bundle that loads it).
+ */
+function readEnv(env: Record<string, string | undefined>) {
+  const problems: string[] = [];
+  const text = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value === '' ? undefined : value;
+  };
+  /** A required variable; missing or empty, it is reported with what it should hold. */
+  const required = (name: string, what: string): string => {
+    const value = text(name);
+    if (value === undefined) problems.push(`${name}: required: ${what}`);
+    return value ?? '';
+  };
+  const positiveInt = (name: string): number | undefined => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n <= 0) problems.push(`${name}: must be a positive integer, got ${value}`);
+    return n;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly T[]): T | undefined => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    if (!(allowed as readonly string[]).includes(value)) problems.push(`${name}: must be one of ${allowed.join(', ')}, got ${value}`);
+    return value as T;
+  };
+  const data = {
+    DATABASE_SECRET_ID: text('DATABASE_SECRET_ID'),
+    DATABASE_URL: text('DATABASE_SECRET_ID') === undefined
+      ? required('DATABASE_URL', 'a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db (or DATABASE_SECRET_ID, a Secrets Manager secret holding it)')
+      : (text('DATABASE_URL') ?? ''),
+    SYNC_TABLES: required('SYNC_TABLES', 'the registered tables, comma-separated schema.table:key_column, e.g. app.todos:id,app.lists:id'),
+    SYNC_APP_NAME: env['SYNC_APP_NAME'] ?? 'lockstep',
+    SYNC_MAX_SCHEMA_VERSION: positiveInt('SYNC_MAX_SCHEMA_VERSION'),
+    SYNC_USER_ID_CLAIM: env['SYNC_USER_ID_CLAIM'] ?? 'sub',
+    SYNC_DB_DRIVER: oneOf('SYNC_DB_DRIVER', ['pg', 'neon'] as const),
+    SYNC_DB_POOL_MAX: positiveInt('SYNC_DB_POOL_MAX') ?? 4,
+    SYNC_NEON_WS_PROXY: env['SYNC_NEON_WS_PROXY'],
+    SYNC_ROLE_TIMEOUTS: oneOf('SYNC_ROLE_TIMEOUTS', ['on', 'off'] as const) ?? 'on',
+    SYNC_WS_ENDPOINT: text('SYNC_WS_ENDPOINT'),
+    AWS_REGION: text('AWS_REGION'),
+    SYNC_JWT_ISSUER: text('SYNC_JWT_ISSUER'),
+    SYNC_JWT_AUDIENCE: text('SYNC_JWT_AUDIENCE'),
+    SYNC_JWKS_URL: text('SYNC_JWKS_URL'),
+    SYNC_JWT_SECRET: text('SYNC_JWT_SECRET'),
+    SYNC_LISTEN_DATABASE_URL: text('SYNC_LISTEN_DATABASE_URL'),
+  };
+  return problems.length ? { success: false as const, problems } : { success: true as const, data };
+}
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  }
+  const parsed = readEnv(env);
+  if (!parsed.success) throw new Error(`invalid configuration: ${parsed.problems.join('; ')}`);
   const e = parsed.data;
   // In Lambda the Neon driver is the default; locally node-postgres.
   const inLambda = Boolean(env['AWS_LAMBDA_FUNCTION_NAME']);
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseSecretId: e.DATABASE_SECRET_ID,
     tables: parseTables(e.SYNC_TABLES),
     appName: e.SYNC_APP_NAME,
     maxSchemaVersion: e.SYNC_MAX_SCHEMA_VERSION,
@@ -100,11 +140,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dbDriver: e.SYNC_DB_DRIVER ?? (inLambda ? 'neon' : 'pg'),
     dbPoolMax: e.SYNC_DB_POOL_MAX,
     neonWsProxy: e.SYNC_NEON_WS_PROXY,
+    roleTimeouts: e.SYNC_ROLE_TIMEOUTS === 'on',
     limits: limitsFromEnv(env),
-    wsEndpoint: e.SYNC_WS_ENDPOINT || undefined,
+    wsEndpoint: e.SYNC_WS_ENDPOINT,
     awsRegion: e.AWS_REGION,
-    jwt: { issuer: e.SYNC_JWT_ISSUER || undefined, audience: e.SYNC_JWT_AUDIENCE || undefined, jwksUrl: e.SYNC_JWKS_URL || undefined, secret: e.SYNC_JWT_SECRET || undefined },
-    adminToken: e.SYNC_ADMIN_TOKEN || undefined,
-    listenUrl: e.SYNC_LISTEN_DATABASE_URL === 'off' ? undefined : (e.SYNC_LISTEN_DATABASE_URL ?? (inLambda ? undefined : e.DATABASE_URL)),
+    jwt: { issuer: e.SYNC_JWT_ISSUER, audience: e.SYNC_JWT_AUDIENCE, jwksUrl: e.SYNC_JWKS_URL, secret: e.SYNC_JWT_SECRET },
+    listenUrl: e.SYNC_LISTEN_DATABASE_URL === 'off' ? undefined : (e.SYNC_LISTEN_DATABASE_URL ?? (inLambda || !e.DATABASE_URL ? undefined : e.DATABASE_URL)),
   };
 }

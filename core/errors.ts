@@ -1,5 +1,5 @@
 /**
- * The one registry of error codes (contract §6). Every code a client can see is here with its
+ * The one registry of error codes (docs/protocol.md §7). Every code a client can see is here with its
  * HTTP status and remedy; `SyncError` carries a code from the core to the edge, and the edge is
  * the only place that turns it into an HTTP answer.
  *
@@ -10,6 +10,7 @@ export const errorRegistry = {
   invalid_request: { status: 400, remedy: 'Fix the request; `details` says what is wrong.' },
   authentication_failed: { status: 401, remedy: 'Send a valid bearer token.' },
   route_not_found: { status: 404, remedy: 'Check the method and path against the API reference.' },
+  request_headers_too_large: { status: 431, remedy: 'Send smaller headers (a shorter bearer token, fewer cookies).' },
   payload_too_large: { status: 413, remedy: 'Send smaller chunks or split the bundle.' },
   push_session_not_found: { status: 404, remedy: 'Create a new push session.' },
   snapshot_session_not_found: { status: 404, remedy: 'Create a new snapshot session.' },
@@ -87,7 +88,7 @@ export class UnsupportedSchemaError extends Error {
 }
 
 export interface SchemaViolation {
-  /** Rule number of the specification's server table requirements, or a named envelope rule. */
+  /** Rule number of the registered-table requirements (docs/protocol.md §11), or a named envelope rule. */
   readonly rule: string;
   readonly table: string;
   readonly object?: string;

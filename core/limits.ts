@@ -1,5 +1,5 @@
 /**
- * Every limit the service enforces, in one place (contract §7). Units come last in each name.
+ * Every limit the service enforces, in one place (docs/protocol.md §8). Units come last in each name.
  * Capabilities publish all of them under `bundle_limits`; an advertised limit that is not
  * enforced is worse than none, so each one has a test that crosses it.
  */
@@ -24,10 +24,39 @@ export interface Limits {
   readonly watchPollIntervalMs: number;
   /** Conflicts reported in one push_conflict answer; the client resolves them in one round. */
   readonly maxConflictsPerAnswer: number;
-  /** Statement timeout applied by runTx and the managed functions' callers. */
+  /**
+   * Server-side bound of one statement: the role setting bootstrap installs (every session of
+   * the role in this database) and runTx's transaction-local one. The timeouts fire in order:
+   * lock < statement < query (client) < request < the function's timeout < API Gateway's 29 s
+   * (asserted below and in test/template-routes.test.ts).
+   */
   readonly statementTimeoutMs: number;
-  /** How long a managed function waits for a row lock before giving up. */
+  /**
+   * How long a statement waits for a lock: the role setting bootstrap installs, and a SET clause
+   * of every managed function a request calls (so it holds on connections opened before).
+   */
   readonly lockTimeoutMs: number;
+  /**
+   * Client-side bound of one statement: a connection that silently stops answering (a dropped
+   * network path) raises nothing, so the runtime stops waiting after this and answers 503.
+   */
+  readonly queryTimeoutMs: number;
+  /**
+   * Everything one request may wait on the database, pool included; in Lambda also cut to the
+   * function's remaining time less `functionReserveMs`.
+   */
+  readonly requestTimeoutMs: number;
+  /** Time kept back from Lambda's remaining time to answer (serialise, return) after a timeout. */
+  readonly functionReserveMs: number;
+  /** A session idle inside a transaction (its client died mid-transaction) is ended after this. */
+  readonly idleInTransactionTimeoutMs: number;
+  /** How often a long statement checks that its client is still there (PostgreSQL 14+). */
+  readonly clientCheckIntervalMs: number;
+  /**
+   * Share of a container's pool one user may hold at once: a user stuck on a lock keeps the rest
+   * for the others (at least one connection each).
+   */
+  readonly poolSharePerUserPercent: number;
   /** Rows deleted per statement by maintenance, so it never holds locks for long. */
   readonly maintenanceBatchRows: number;
   /**
@@ -50,6 +79,17 @@ export interface Limits {
   readonly dbConnectTimeoutMs: number;
   /** How long an idle pooled connection is kept. */
   readonly dbIdleTimeoutMs: number;
+  /**
+   * Room in `maxResponseBytes` for the function result around the body (status, headers, the
+   * base64 flag): page bodies are budgeted to the rest, counted escaped as Lambda counts them.
+   */
+  readonly responseEnvelopeBytes: number;
+  /**
+   * Room in a page for its own envelope around a single row (a committed-rows page's bundle head,
+   * source id included). A committed row larger than the page budget less this could never be
+   * served, so its commit is refused (413 payload_too_large).
+   */
+  readonly pageEnvelopeBytes: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
   /**
@@ -64,6 +104,23 @@ export interface Limits {
   readonly wsConnectionTtlSeconds: number;
   /** How long a commit's answer may wait for its notifications to be posted (AWS). */
   readonly notifyTimeoutMs: number;
+  /** Staging push sessions one user may hold at once (protocol §8); over it: 429 rate_limited. */
+  readonly maxOpenPushSessionsPerUser: number;
+  /** Snapshot sessions one user may hold at once (protocol §8); each is a copy of all their rows. */
+  readonly maxOpenSnapshotSessionsPerUser: number;
+  /** Bytes of request bodies one user may have staged in open push sessions (protocol §8). */
+  readonly maxStagedBytesPerUser: number;
+  /**
+   * How often maintenance runs: the local runtime's timer, and the Retry-After of a cap held only
+   * by expired sessions waiting to be removed. The template's schedule matches it.
+   */
+  readonly maintenanceIntervalSeconds: number;
+  /**
+   * How long a container trusts the database password it read from Secrets Manager
+   * (DATABASE_SECRET_ID) before a new connection reads it again; an authentication failure
+   * reads it again at once.
+   */
+  readonly secretRefreshSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -85,19 +142,32 @@ export const defaultLimits: Limits = Object.freeze({
   watchDefaultWaitSeconds: 20,
   watchPollIntervalMs: 250,
   maxConflictsPerAnswer: 100,
-  statementTimeoutMs: 30_000,
+  statementTimeoutMs: 20_000,
   lockTimeoutMs: 10_000,
+  queryTimeoutMs: 22_000,
+  requestTimeoutMs: 26_000,
+  functionReserveMs: 1_500,
+  idleInTransactionTimeoutMs: 30_000,
+  clientCheckIntervalMs: 2_000,
+  poolSharePerUserPercent: 50,
   maintenanceBatchRows: 5000,
   maxKeyBytes: 1024,
   maxJsonDepth: 64,
   maxProblemsPerAnswer: 20,
   unavailableRetryAfterSeconds: 1,
-  dbConnectTimeoutMs: 10_000,
+  dbConnectTimeoutMs: 5_000,
   dbIdleTimeoutMs: 30_000,
   catalogRefreshSeconds: 15,
   maxWsConnectionsPerUser: 32,
   wsConnectionTtlSeconds: 2 * 60 * 60,
   notifyTimeoutMs: 1000,
+  responseEnvelopeBytes: 2048,
+  pageEnvelopeBytes: 1024,
+  maxOpenPushSessionsPerUser: 64,
+  maxOpenSnapshotSessionsPerUser: 8,
+  maxStagedBytesPerUser: 256 * 1024 * 1024,
+  maintenanceIntervalSeconds: 60,
+  secretRefreshSeconds: 300,
 });
 
 /**
@@ -108,39 +178,83 @@ export const defaultLimits: Limits = Object.freeze({
  */
 export const LAMBDA_PAYLOAD_BYTES_MAX = 6 * 1024 * 1024;
 
-/** The wire names of the limits, as capabilities' `bundle_limits` reports them. */
+/** API Gateway's integration timeout for the HTTP API routes (infra/template.yaml). */
+export const API_GATEWAY_TIMEOUT_MS = 29_000;
+
+/**
+ * The relations the limits must keep, so that each bound fires before the one that would cut the
+ * answer off: a lock wait ends as a typed 503 before its statement's timeout, the server's
+ * statement timeout before the client stops waiting, that before the request's budget, and the
+ * budget before API Gateway gives up. Returns what is wrong, empty when nothing is.
+ */
+export function limitProblems(l: Limits): string[] {
+  const problems: string[] = [];
+  const order: Array<[string, number]> = [
+    ['lock_timeout_ms', l.lockTimeoutMs],
+    ['statement_timeout_ms', l.statementTimeoutMs],
+    ['query_timeout_ms', l.queryTimeoutMs],
+    ['request_timeout_ms', l.requestTimeoutMs],
+    ['API Gateway', API_GATEWAY_TIMEOUT_MS],
+  ];
+  for (let i = 1; i < order.length; i++) {
+    const [a, av] = order[i - 1] as [string, number];
+    const [b, bv] = order[i] as [string, number];
+    if (!(av < bv)) problems.push(`${a} (${av}) must be below ${b} (${bv})`);
+  }
+  if (!(l.dbConnectTimeoutMs < l.requestTimeoutMs)) problems.push(`db_connect_timeout_ms (${l.dbConnectTimeoutMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
+  if (!(l.watchMaxWaitSeconds * 1000 < l.requestTimeoutMs)) problems.push(`watch_max_wait_seconds (${l.watchMaxWaitSeconds}) must end before request_timeout_ms (${l.requestTimeoutMs})`);
+  if (!(l.requestTimeoutMs + l.functionReserveMs < API_GATEWAY_TIMEOUT_MS)) problems.push(`request_timeout_ms + function_reserve_ms (${l.requestTimeoutMs + l.functionReserveMs}) must be below API Gateway (${API_GATEWAY_TIMEOUT_MS})`);
+  if (l.poolSharePerUserPercent > 100) problems.push('pool_share_per_user_percent is at most 100');
+  for (const [name, value] of [['max_request_bytes', l.maxRequestBytes], ['max_response_bytes', l.maxResponseBytes]] as const) {
+    if (!(value < LAMBDA_PAYLOAD_BYTES_MAX)) problems.push(`${name} (${value}) must be below Lambda's invoke payload limit (${LAMBDA_PAYLOAD_BYTES_MAX})`);
+  }
+  // Every default is clamped to its maximum where it is used, so a lowered push-chunk or watch
+  // maximum needs no second setting; the page defaults are published for clients to plan pages
+  // by, and one above its own maximum would tell them a size the server never serves.
+  const atMost: Array<[string, number, string, number]> = [
+    ['default_bundles_per_pull', l.defaultBundlesPerPull, 'max_bundles_per_pull', l.maxBundlesPerPull],
+    ['default_rows_per_page', l.defaultRowsPerPage, 'max_rows_per_page', l.maxRowsPerPage],
+    // One user must be able to stage one whole bundle of the largest size, or that bundle would
+    // be refused 429 forever: stuck, with a way out that never opens.
+    ['max_bytes_per_bundle', l.maxBytesPerBundle, 'max_staged_bytes_per_user', l.maxStagedBytesPerUser],
+  ];
+  for (const [a, av, b, bv] of atMost) if (!(av <= bv)) problems.push(`${a} (${av}) must be at most ${b} (${bv})`);
+  // A page must keep room for at least one row inside the answer.
+  if (!(l.responseEnvelopeBytes + l.pageEnvelopeBytes < l.maxResponseBytes)) problems.push(`response_envelope_bytes + page_envelope_bytes must be below max_response_bytes (${l.maxResponseBytes})`);
+  return problems;
+}
+
+/**
+ * A limit's one external name, derived from its key: `maxRowsPerPushChunk` is
+ * `max_rows_per_push_chunk` in capabilities' `bundle_limits` and `SYNC_LIMIT_MAX_ROWS_PER_PUSH_CHUNK`
+ * in the environment. Deriving it leaves no second spelling to drift.
+ */
+export function limitWireName(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/** Every limit under its wire name, as capabilities' `bundle_limits` reports them. */
 export function limitsToWire(limits: Limits): Record<string, number> {
-  return {
-    default_rows_per_push_chunk: limits.defaultRowsPerPushChunk,
-    max_rows_per_push_chunk: limits.maxRowsPerPushChunk,
-    max_rows_per_bundle: limits.maxRowsPerBundle,
-    max_bytes_per_bundle: limits.maxBytesPerBundle,
-    max_request_bytes: limits.maxRequestBytes,
-    max_response_bytes: limits.maxResponseBytes,
-    default_bundles_per_pull: limits.defaultBundlesPerPull,
-    max_bundles_per_pull: limits.maxBundlesPerPull,
-    default_rows_per_page: limits.defaultRowsPerPage,
-    max_rows_per_page: limits.maxRowsPerPage,
-    push_session_ttl_seconds: limits.pushSessionTtlSeconds,
-    snapshot_session_ttl_seconds: limits.snapshotSessionTtlSeconds,
-    initialization_lease_ttl_seconds: limits.initializationLeaseTtlSeconds,
-    retained_bundles_per_user: limits.retainedBundlesPerUser,
-    watch_max_wait_seconds: limits.watchMaxWaitSeconds,
-    max_conflicts_per_answer: limits.maxConflictsPerAnswer,
-    max_ws_connections_per_user: limits.maxWsConnectionsPerUser,
-  };
+  return Object.fromEntries(Object.entries(limits).map(([key, value]) => [limitWireName(key), value as number]));
 }
 
 /** Environment overrides: `SYNC_LIMIT_<WIRE_NAME_UPPERCASE>=<integer>`. */
 export function limitsFromEnv(env: Record<string, string | undefined>, base: Limits = defaultLimits): Limits {
   const out: Record<string, number> = { ...base };
   for (const key of Object.keys(base)) {
-    const envName = `SYNC_LIMIT_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+    const envName = `SYNC_LIMIT_${limitWireName(key).toUpperCase()}`;
     const raw = env[envName];
     if (raw === undefined || raw === '') continue;
     const n = Number(raw);
     if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${envName} must be a positive integer, got ${raw}`);
     out[key] = n;
   }
-  return Object.freeze(out) as unknown as Limits;
+  const limits = Object.freeze(out) as unknown as Limits;
+  const problems = limitProblems(limits);
+  if (problems.length) throw new Error(`inconsistent SYNC_LIMIT_* settings: ${problems.join('; ')}`);
+  return limits;
 }
+
+// The defaults keep their own relations; a broken default fails at load, never at a request.
+const defaultProblems = limitProblems(defaultLimits);
+if (defaultProblems.length) throw new Error(`inconsistent default limits: ${defaultProblems.join('; ')}`);

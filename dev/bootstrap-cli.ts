@@ -47,9 +47,14 @@ async function main(): Promise<number> {
       maxSchemaVersion: config.maxSchemaVersion,
       accept: values.accept ?? [],
       retainedBundlesPerUser: config.limits.retainedBundlesPerUser,
+      bounds: config.limits,
+      roleBounds: config.roleTimeouts,
       ...(values.sql ? { applySql: readFileSync(values.sql, 'utf8') } : {}),
     });
     console.log(describe(result));
+    if (result.roleBounds.startsWith('refused')) {
+      console.warn(`warning: the role's timeout settings were not installed (${result.roleBounds}); the managed functions' lock bounds and the runtime's client-side bounds still hold`);
+    }
     return 0;
   } catch (error) {
     const e = error as { code?: string; message?: string };

@@ -1,6 +1,6 @@
 /**
  * `GET /sync/ws` on the local gateway: the same push notifications as the API Gateway WebSocket
- * API, so the client has one code path (contract §10). Authenticated like `$connect` in AWS
+ * API, so the client has one code path (protocol §5.9). Authenticated like `$connect` in AWS
  * (`?token=<JWT>&source_id=<source>`, or the Authorization and Sync-Source-ID headers for clients
  * that can send them), and fed by the process's commit feed: one LISTEN connection hears every
  * commit of the database (pushes, server writes, other processes), and each signal goes straight

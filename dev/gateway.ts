@@ -4,7 +4,8 @@
  * SYNC_JWT_SECRET, or a JWKS URL) and passes the claims as the JWT authorizer would, so what runs
  * locally is exactly what runs in Lambda.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { type Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
@@ -13,10 +14,16 @@ import { LAMBDA_PAYLOAD_BYTES_MAX } from '../core/limits.js';
 import { serializedOver } from '../core/protocol/wire-bytes.js';
 import { attachWebSockets, type GatewaySockets } from './gateway-ws.js';
 import { functionRoutes, createHandler, type LambdaHandler, type Route, type Runtime, type HttpApiEvent } from '../functions/index.js';
+import { runMaintenance } from '../core/sync/index.js';
+import { errorRegistry, type ErrorCode } from '../core/errors.js';
 
 export interface GatewayAuth {
   readonly secret?: string | undefined;
   readonly jwksUrl?: string | undefined;
+  /** SYNC_JWT_ISSUER: the `iss` every token must carry; required with a JWKS. */
+  readonly issuer?: string | undefined;
+  /** SYNC_JWT_AUDIENCE: an `aud` every token must carry; required with a JWKS. */
+  readonly audience?: string | undefined;
 }
 
 export interface GatewayOptions {
@@ -36,6 +43,11 @@ export interface GatewayOptions {
   readonly invokeLimitBytes?: number;
   /** Wraps every handler call; tests use it to inject faults. */
   readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
+  /**
+   * Runs maintenance every `maintenance_interval_seconds`, as Lambda's schedule does in AWS
+   * (expired sessions stop counting against the per-user caps only once it removes them).
+   */
+  readonly maintenance?: boolean;
 }
 
 export interface Gateway {
@@ -72,12 +84,49 @@ const MIME: Record<string, string> = {
 };
 
 function send(res: ServerResponse, status: number, body: string | Buffer | undefined, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { ...CORS_HEADERS, ...headers });
+  // A length, as API Gateway sends: a client can tell the bytes on the wire from the decoded body.
+  const length = body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) };
+  res.writeHead(status, { ...CORS_HEADERS, ...headers, ...length });
   res.end(body);
 }
 
-function sendError(res: ServerResponse, status: number, error: string, message: string): void {
+function sendError(res: ServerResponse, status: number, error: ErrorCode, message: string): void {
   send(res, status, JSON.stringify({ error, message }), { 'content-type': 'application/json' });
+}
+
+/**
+ * Answers without reading the body the client is still sending, and discards the rest as it
+ * arrives (never buffered, so an unauthenticated upload holds no memory); past DRAIN_MAX_BYTES
+ * the connection is dropped. Draining instead of closing at once lets the client read the answer.
+ */
+function refuseUnread(req: IncomingMessage, res: ServerResponse, status: number, error: ErrorCode, message: string): void {
+  let seen = 0;
+  req.on('data', (chunk: Buffer) => {
+    seen += chunk.byteLength;
+    if (seen > DRAIN_MAX_BYTES) req.destroy();
+  });
+  req.on('error', () => undefined);
+  req.resume();
+  sendError(res, status, error, message);
+}
+
+/**
+ * A request Node's parser refused before any handler saw it: an oversized header is a typed 431,
+ * anything else malformed a typed 400 (Node's own answers carry no body), a timeout or a reset
+ * just closes.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable || error.code === 'ECONNRESET' || error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    socket.destroy();
+    return;
+  }
+  const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+  const status = tooLarge ? errorRegistry.request_headers_too_large.status : errorRegistry.invalid_request.status;
+  const body = JSON.stringify(tooLarge
+    ? { error: 'request_headers_too_large', message: 'the request headers are too large' }
+    : { error: 'invalid_request', message: 'the request is not valid HTTP' });
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+    `connection: close\r\n\r\n${body}`);
 }
 
 /**
@@ -120,17 +169,26 @@ function templateMatches(template: string, path: string): boolean {
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { runtime } = options;
   const groups: Group[] = Object.values(functionRoutes).map((routes) => ({ routes, handler: createHandler(routes, async () => runtime) }));
+  const { issuer, audience } = options.auth;
+  // A JWKS (Auth0, Cognito, …) signs tokens for every application of its tenant: without an
+  // issuer and an audience to check, any of them would be accepted here.
+  if (options.auth.jwksUrl && (!issuer || !audience)) {
+    throw new Error('SYNC_JWKS_URL needs SYNC_JWT_ISSUER and SYNC_JWT_AUDIENCE: the tokens of other issuers and applications must not pass');
+  }
   const secret = options.auth.secret ? new TextEncoder().encode(options.auth.secret) : undefined;
   const jwks: JWTVerifyGetKey | undefined = options.auth.jwksUrl ? createRemoteJWKSet(new URL(options.auth.jwksUrl)) : undefined;
   const claimName = runtime.config.userIdClaim;
   const invokeLimitBytes = options.invokeLimitBytes ?? LAMBDA_PAYLOAD_BYTES_MAX;
+  // Every token expires (API Gateway's authorizer requires exp too); issuer and audience are
+  // checked whenever they are configured.
+  const checks = { requiredClaims: ['exp'], ...(issuer ? { issuer } : {}), ...(audience ? { audience } : {}) };
 
   async function verify(header: string | undefined): Promise<JWTPayload | null> {
     const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
     if (!match) return null;
     try {
-      if (jwks) return (await jwtVerify(match[1] as string, jwks)).payload;
-      if (secret) return (await jwtVerify(match[1] as string, secret, { algorithms: ['HS256'] })).payload;
+      if (jwks) return (await jwtVerify(match[1] as string, jwks, checks)).payload;
+      if (secret) return (await jwtVerify(match[1] as string, secret, { ...checks, algorithms: ['HS256'] })).payload;
     } catch {
       return null;
     }
@@ -139,7 +197,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   async function serveStatic(res: ServerResponse, path: string): Promise<void> {
     if (!options.staticDir) return sendError(res, 404, 'route_not_found', `no route for ${path}`);
-    const relative = normalize(decodeURIComponent(path)).replace(/^(\.\.[/\\])+/, '');
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(path);
+    } catch {
+      return sendError(res, 400, 'invalid_request', 'the path is not valid percent-encoded UTF-8');
+    }
+    const relative = normalize(decoded).replace(/^(\.\.[/\\])+/, '');
     let file = join(options.staticDir, relative);
     if (!file.startsWith(options.staticDir)) return sendError(res, 404, 'route_not_found', 'not found');
     const info = await stat(file).catch(() => null);
@@ -165,7 +229,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      return refuseUnread(req, res, 400, 'invalid_request', 'the request target is not a valid path');
+    }
     const method = (req.method ?? 'GET').toUpperCase();
     if (method === 'OPTIONS') return send(res, 204, undefined);
     if (options.devTokens && method === 'POST' && url.pathname === '/dev/token') return mintDevToken(req, res);
@@ -175,16 +244,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       return sendError(res, 404, 'route_not_found', `no route for ${method} ${url.pathname}`);
     }
     const route = group.routes.find((r) => r.method === method && templateMatches(r.path, url.pathname));
-    const body = await readBody(req, runtime.config.limits.maxRequestBytes);
-    if (body === 'too_large') {
-      return sendError(res, 413, 'payload_too_large', `the request body exceeds max_request_bytes (${runtime.config.limits.maxRequestBytes} bytes)`);
-    }
+    // The token first, before a byte of the body is read: an unauthenticated upload is refused as
+    // it arrives, never buffered.
     let claims: JWTPayload | null = null;
     if (route?.auth ?? true) {
       claims = await verify(req.headers.authorization);
       if (!claims || typeof claims[claimName] !== 'string') {
-        return sendError(res, 401, 'authentication_failed', 'a valid bearer token is required');
+        return refuseUnread(req, res, 401, 'authentication_failed', 'a valid bearer token is required');
       }
+    }
+    const body = await readBody(req, runtime.config.limits.maxRequestBytes);
+    if (body === 'too_large') {
+      return sendError(res, 413, 'payload_too_large', `the request body exceeds max_request_bytes (${runtime.config.limits.maxRequestBytes} bytes)`);
     }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
@@ -226,8 +297,25 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const invoke = () => group.handler(event, { signal: gone.signal });
     const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
     if (serializedOver(result, invokeLimitBytes)) return send(res, 502, JSON.stringify({ message: 'Internal Server Error' }), { 'content-type': 'application/json' });
-    send(res, result.statusCode, result.body, result.headers);
+    // API Gateway decodes a base64 result (a compressed body) before it goes out; so does this.
+    send(res, result.statusCode, result.isBase64Encoded && result.body !== undefined ? Buffer.from(result.body, 'base64') : result.body, result.headers);
   }
+
+  // One run at a time; a run that fails (the database is down) is simply tried again next time.
+  let maintaining = false;
+  const limits = runtime.config.limits;
+  const timer = options.maintenance
+    ? setInterval(() => {
+        if (maintaining) return;
+        maintaining = true;
+        runMaintenance(runtime.db.forRequest(), limits, limits.maintenanceIntervalSeconds * 1000)
+          .catch(() => undefined)
+          .finally(() => {
+            maintaining = false;
+          });
+      }, limits.maintenanceIntervalSeconds * 1000)
+    : undefined;
+  timer?.unref();
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -238,9 +326,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       else res.destroy();
     });
   });
+  server.on('clientError', answerClientError);
   server.keepAliveTimeout = 30_000;
   const sockets = attachWebSockets(server, runtime, verify);
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  // A busy port is an error for the caller (npm start names the holder), not an unhandled 'error' event.
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
   return {
@@ -250,6 +346,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     close: () =>
       new Promise<void>((resolve) => {
         sockets.close();
+        clearInterval(timer);
         server.closeAllConnections();
         server.close(() => resolve());
       }),

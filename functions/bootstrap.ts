@@ -9,7 +9,9 @@
  *   deliberate contract step; it answers `{ok, …}` or `{ok: false, error, message}`.
  */
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
-import { runtimeFromEnv } from './edge/runtime.js';
+import { loadConfig, type Config } from '../core/config.js';
+import { Db } from '../core/db/index.js';
+import { noteDatabaseError, openDatabase, type Database } from './edge/database.js';
 
 export interface BootstrapAnswer {
   readonly ok: boolean;
@@ -20,6 +22,8 @@ export interface BootstrapAnswer {
   readonly applied?: string[];
   readonly adopted_rows?: number;
   readonly registered_tables?: string[];
+  /** What became of the role's timeout settings: unchanged, installed, skipped or refused. */
+  readonly role_timeouts?: string;
   readonly error?: string;
   readonly message?: string;
 }
@@ -50,14 +54,35 @@ function acceptList(value: unknown): string[] {
   return [];
 }
 
+let setup: Promise<{ config: Config; db: Db; secret: Database['secret'] }> | undefined;
+
+/**
+ * Configuration and a small pool of its own, kept across warm invocations. Not the request
+ * runtime (functions/edge/runtime.ts): bootstrap needs none of the request path, whose modules
+ * would only weigh on this bundle, and none of its client-side bounds (adoption may take minutes).
+ */
+function bootstrapDb(): Promise<{ config: Config; db: Db; secret: Database['secret'] }> {
+  setup ??= (async () => {
+    const config = loadConfig();
+    const { pool, secret } = await openDatabase(config, 2);
+    return { config, secret, db: new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs }) };
+  })().catch((error: unknown) => {
+    setup = undefined;
+    throw error;
+  });
+  return setup;
+}
+
 async function run(accept: readonly string[]): Promise<BootstrapAnswer> {
-  const runtime = await runtimeFromEnv();
   try {
+    const runtime = await bootstrapDb();
     const result = await bootstrap(runtime.db, {
       tables: runtime.config.tables,
       maxSchemaVersion: runtime.config.maxSchemaVersion,
       accept,
       retainedBundlesPerUser: runtime.config.limits.retainedBundlesPerUser,
+      bounds: runtime.config.limits,
+      roleBounds: runtime.config.roleTimeouts,
     });
     return {
       ok: true,
@@ -68,8 +93,10 @@ async function run(accept: readonly string[]): Promise<BootstrapAnswer> {
       applied: result.applied.map((c) => c.id),
       adopted_rows: result.adoptedRows,
       registered_tables: result.catalog.map((t) => `${t.schema}.${t.table}`),
+      role_timeouts: result.roleBounds,
     };
   } catch (error) {
+    noteDatabaseError(error, (await setup?.catch(() => undefined))?.secret);
     const e = error as { code?: string; message?: string };
     return { ok: false, error: e.code ?? 'bootstrap_failed', message: e.message ?? String(error) };
   }

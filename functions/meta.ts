@@ -1,4 +1,5 @@
-/** Lambda: GET /sync/capabilities, and the unauthenticated /syncx/health and /syncx/status. */
+/** Lambda: GET /sync/capabilities, and the unauthenticated /syncx/health, /syncx/status and /syncx/openapi.json. */
+import { openApiDocument } from '../core/protocol/openapi.js';
 import { capabilities, health, status } from '../core/sync/index.js';
 import { createHandler, type Route } from './edge/handler.js';
 
@@ -31,6 +32,15 @@ export const routes: readonly Route[] = [
       return { status: 200, body: await status(ctx.db, catalog, limits) };
     },
   },
+  {
+    method: 'GET',
+    path: '/syncx/openapi.json',
+    auth: false,
+    // Generated once per container: it depends on the build only, never on the database.
+    run: async () => ({ status: 200, body: (openApi ??= openApiDocument()) }),
+  },
 ];
+
+let openApi: ReturnType<typeof openApiDocument> | undefined;
 
 export const handler = createHandler(routes);

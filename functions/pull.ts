@@ -9,14 +9,14 @@ export const routes: readonly Route[] = [
     method: 'GET',
     path: '/sync/pull',
     auth: true,
-    run: async (req, ctx) => {
-      const params = {
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await pull(await ctx.sync(), ctx.actor, {
         afterBundleSeq: queryInt(req, 'after_bundle_seq') ?? 0,
         maxBundles: queryInt(req, 'max_bundles', { min: 1 }),
         targetBundleSeq: queryInt(req, 'target_bundle_seq'),
-      };
-      return ctx.page((sync) => pull(sync, ctx.actor, params));
-    },
+      }),
+    }),
   },
   {
     method: 'GET',
@@ -24,7 +24,7 @@ export const routes: readonly Route[] = [
     auth: true,
     run: async (req, ctx) => {
       const sync = await ctx.sync();
-      // Before layout 4 no trigger signals commits: the feed would never wake the wait.
+      // Before layout 10 no trigger signals commits: the feed would never wake the wait.
       const feed = sync.catalog.layoutVersion >= NOTIFY_LAYOUT_VERSION ? ctx.runtime.feed : undefined;
       const answer = await watch(sync, ctx.actor, queryInt(req, 'after_bundle_seq') ?? 0, queryInt(req, 'wait_seconds'), { signal: ctx.signal, feed });
       return { status: 200, body: answer };

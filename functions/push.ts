@@ -53,10 +53,10 @@ export const routes: readonly Route[] = [
     method: 'GET',
     path: '/sync/committed-bundles/{bundle_seq}/rows',
     auth: true,
-    run: async (req, ctx) => {
-      const [seq, after, max] = [pathInt(req, 'bundle_seq'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })];
-      return ctx.page((sync) => committedBundleRows(sync, ctx.actor, seq, after, max));
-    },
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await committedBundleRows(await ctx.sync(), ctx.actor, pathInt(req, 'bundle_seq'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })),
+    }),
   },
 ];
 

@@ -15,10 +15,10 @@ export const routes: readonly Route[] = [
     method: 'GET',
     path: '/sync/snapshot-sessions/{snapshot_id}',
     auth: true,
-    run: async (req, ctx) => {
-      const [id, after, max] = [pathUuid(req, 'snapshot_id'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })];
-      return ctx.page((sync) => snapshotPage(sync, ctx.actor, id, after, max));
-    },
+    run: async (req, ctx) => ({
+      status: 200,
+      body: await snapshotPage(await ctx.sync(), ctx.actor, pathUuid(req, 'snapshot_id'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })),
+    }),
   },
   {
     method: 'DELETE',

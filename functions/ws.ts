@@ -1,5 +1,5 @@
 /**
- * Lambda: the API Gateway WebSocket API of push notifications (contract §10, issue 17 item 5).
+ * Lambda: the API Gateway WebSocket API of push notifications (protocol §5.9, issue 17 item 5).
  * - `$connect` (`wss://…/{stage}?token=<JWT>&source_id=<source>`): verifies the token as the HTTP
  *   API's JWT authorizer does (browsers cannot send headers on a WebSocket, so it travels in the
  *   query; the access log format leaves query strings out) and records the connection id for the
@@ -13,6 +13,7 @@ import { SOURCE_ID_PATTERN, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from '../core/prot
 import { SyncError } from '../core/errors.js';
 import { dropConnections, registerConnection, requireNotifyLayout } from '../core/sync/notify/connections.js';
 import { errorAnswer } from './edge/http.js';
+import { isStorableUserId } from './edge/request.js';
 import { tokenVerifier, type TokenVerifier } from './edge/jwt.js';
 import { runtimeFromEnv, type Runtime } from './edge/runtime.js';
 
@@ -28,8 +29,6 @@ export interface WsResult {
   readonly statusCode: number;
   readonly body?: string;
 }
-
-const USER_ID_MAX_CHARS = 256;
 
 export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFromEnv): (event: WsEvent) => Promise<WsResult> {
   let verifier: TokenVerifier | null | undefined;
@@ -49,7 +48,7 @@ export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFrom
       const query = event.queryStringParameters ?? {};
       const claims = await verifier(query[WS_TOKEN_PARAM] ?? '');
       const userId = claims?.[runtime.config.userIdClaim];
-      if (typeof userId !== 'string' || userId.length === 0 || userId.length > USER_ID_MAX_CHARS || /\u0000|\p{Surrogate}/u.test(userId)) {
+      if (!isStorableUserId(userId)) {
         throw new SyncError('authentication_failed', 'a valid token is required in the token query parameter');
       }
       const sourceId = query[WS_SOURCE_PARAM] ?? '';

@@ -14,6 +14,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { build, type Metafile, type Plugin } from 'esbuild';
+import { normalizeSql } from '../core/layout/managed-sql.js';
 
 /** Every function of `infra/template.yaml`, built from `functions/<name>.ts`. */
 export const FUNCTION_NAMES = ['connect', 'push', 'pull', 'snapshot', 'meta', 'ws', 'bootstrap', 'maintenance'] as const;
@@ -51,6 +52,22 @@ const zodEnglishOnly: Plugin = {
       contents: `export { default as en } from ${JSON.stringify(join(dirname(args.path), 'en.js'))};`,
       resolveDir: dirname(args.path),
       loader: 'js',
+    }));
+  },
+};
+
+/**
+ * The managed SQL (`core/sync/<concept>/*.sql.ts`) reaches the bootstrap bundle as text, and its comments
+ * and indentation are most of it. Each String.raw template is shipped normalized (comments out,
+ * one space per run of whitespace: `normalizeSql`), the same text a function's identity hash is
+ * taken of, so the installed functions hash exactly as when installed from source.
+ */
+const compactManagedSql: Plugin = {
+  name: 'compact-managed-sql',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]core[\\/]sync[\\/].*\.sql\.ts$/ }, (args) => ({
+      contents: readFileSync(args.path, 'utf8').replace(/String\.raw`([^`]*)`/g, (_all, text: string) => `String.raw\`${normalizeSql(text)}\``),
+      loader: 'ts',
     }));
   },
 };
@@ -131,7 +148,7 @@ export async function buildFunctions(outDir: string = join(ROOT, 'dist', 'functi
       legalComments: 'none',
       external: OPTIONAL_NATIVE,
       banner: { js: BANNER },
-      plugins: [zodEnglishOnly],
+      plugins: [zodEnglishOnly, compactManagedSql],
       metafile: true,
       logLevel: 'warning',
     });

@@ -4,6 +4,9 @@
  * and the `npm run bootstrap` CLI's exit codes.
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
 import { openTestDb } from './support/server-db.js';
@@ -205,9 +208,9 @@ describe('partitioned registered tables (list and hash on _sync_scope_id)', () =
   });
 });
 
-function runCli(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runCli(env: Record<string, string>, args: readonly string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'dev/bootstrap-cli.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'dev/bootstrap-cli.ts', ...args], {
       env: { ...process.env, DATABASE_URL: '', SYNC_TABLES: '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -221,7 +224,7 @@ function runCli(env: Record<string, string>): Promise<{ code: number | null; std
 }
 
 describe('npm run bootstrap (dev/bootstrap-cli.ts)', () => {
-  it('exits 0 when ready, non-zero with unsupported_schema or managed_layout_mismatch on stderr', async () => {
+  it('exits 0 when ready; 2 unsupported_schema, 4 unsafe_schema_change (accepted with --accept, DDL with --sql), 3 managed_layout_mismatch', async () => {
     const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL + 'CREATE TABLE app.loose (id uuid, _sync_scope_id text NOT NULL, UNIQUE (_sync_scope_id, id));' });
     try {
       const env = { DATABASE_URL: t.url, SYNC_TABLES: 'app.lists:id,app.items:id,app.kinds:code' };
@@ -235,6 +238,19 @@ describe('npm run bootstrap (dev/bootstrap-cli.ts)', () => {
       const again = await runCli(env);
       expect(again.code, again.stderr).toBe(0);
       expect(again.stdout).toMatch(/nothing changed/);
+      // An unsafe change: exit 4 naming it with its recipe; accepted as a contract step (with
+      // the application's own DDL run in bootstrap's transaction), exit 0 and applied.
+      await t.exec('ALTER TABLE app.items DROP COLUMN attachment');
+      const unsafe = await runCli(env);
+      expect(unsafe.code, unsafe.stderr).toBe(4);
+      expect(unsafe.stderr).toMatch(/^unsafe_schema_change: /m);
+      expect(unsafe.stderr).toContain('drop-column:app.items.attachment');
+      const file = join(mkdtempSync(join(tmpdir(), 'lockstep-cli-')), 'change.sql');
+      writeFileSync(file, 'ALTER TABLE app.lists ADD COLUMN note text;');
+      const accepted = await runCli(env, ['--accept', 'drop-column:app.items.attachment', '--sql', file]);
+      expect(accepted.code, accepted.stderr).toBe(0);
+      expect(accepted.stdout).toMatch(/schema version 2/);
+      expect(accepted.stdout).toMatch(/applied: new column app\.lists\.note/);
       await t.exec('DROP INDEX sync.push_sessions_expires_idx');
       const drift = await runCli(env);
       expect(drift.code).not.toBe(0);

@@ -105,10 +105,19 @@ const TAMPERING: { name: string; sql: string; names: RegExp }[] = [
     sql: `CREATE OR REPLACE FUNCTION sync.op_name(p_op smallint) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$ SELECT 'INSERT' $fn$`,
     names: /function sync\.op_name/,
   },
-  { name: 'disable the guard trigger', sql: 'ALTER TABLE app.lists DISABLE TRIGGER _lockstep_guard', names: /app\.lists\._lockstep_guard /},
+  { name: 'disable the guard trigger', sql: 'ALTER TABLE app.lists DISABLE TRIGGER _lockstep_guard', names: /app\.lists\._lockstep_guard / },
   { name: 'drop a capture trigger', sql: 'DROP TRIGGER _lockstep_capture_update ON app.items', names: /app\.items\._lockstep_capture_update/ },
   { name: 'drop a counter sequence', sql: 'DROP SEQUENCE sync.counter_push_rejected', names: /counter_push_rejected/ },
-  { name: 'mark the layout not ready', sql: `UPDATE sync.meta SET value = 'false' WHERE key = 'ready'`, names: /ready/ },
+  // Under the bootstrap lock, as an operator would have to (the sync tables refuse direct writes).
+  { name: 'mark the layout not ready', sql: `BEGIN; SELECT pg_advisory_xact_lock(7020140421); UPDATE sync.meta SET value = 'false' WHERE key = 'ready'; COMMIT`, names: /ready/ },
+  // Issue 15 item 13: a layout whose own bookkeeping is gone or reshaped failed with a raw
+  // PostgreSQL error (42P01, 42703; 25P02 once a failed read had aborted the transaction) instead
+  // of naming what drifted.
+  { name: 'drop sync.meta', sql: 'DROP TABLE sync.meta', names: /sync\.meta/ },
+  { name: 'drop sync.meta and sync.table_catalog', sql: 'DROP TABLE sync.meta, sync.table_catalog CASCADE', names: /sync\.meta/ },
+  { name: 'rename a column of sync.meta', sql: 'ALTER TABLE sync.meta RENAME COLUMN value TO v', names: /sync\.meta/ },
+  { name: 'replace sync.meta by a table of another shape', sql: 'DROP TABLE sync.meta; CREATE TABLE sync.meta (key int)', names: /sync\.meta/ },
+  { name: 'an empty schema named sync', sql: 'DROP SCHEMA sync CASCADE; CREATE SCHEMA sync', names: /sync\.meta/ },
 ];
 
 describe('tampering with a managed object', () => {

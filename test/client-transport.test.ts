@@ -58,4 +58,19 @@ describe('client transport', () => {
     expect((error as SyncHttpError).code).toBe('network_error');
     expect(calls).toBe(defaultRetryPolicy.maxAttempts);
   });
+
+  it('types every failure: unknown codes and code-less answers are invalid_response (status kept), a gateway 413 is payload_too_large, an abort is aborted', async () => {
+    const cases: [() => Response, string, number][] = [
+      [json(418, { error: 'teapot', message: 'x' }), 'invalid_response', 418],
+      [() => new Response('<html>bad gateway</html>', { status: 502 }), 'invalid_response', 502],
+      [json(413, { message: 'Request Entity Too Large' }), 'payload_too_large', 413],
+    ];
+    for (const [answer, code, status] of cases) {
+      const t = new Transport({ baseUrl: 'http://x', getToken: () => 't', fetch: fakeFetch([answer]).fetch, retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 } }, () => 's');
+      expect(await t.request('GET', '/sync/pull').catch((e: unknown) => e)).toMatchObject({ code, status });
+    }
+    const controller = new AbortController();
+    const t = new Transport({ baseUrl: 'http://x', getToken: () => 't', fetch: (async () => { controller.abort(); throw new DOMException('aborted', 'AbortError'); }) as typeof fetch }, () => 's');
+    expect(await t.request('GET', '/sync/watch', { signal: controller.signal }).catch((e: unknown) => e)).toMatchObject({ code: 'aborted' });
+  });
 });

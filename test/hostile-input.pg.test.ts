@@ -95,7 +95,7 @@ function deepNest(depth: number, kind: 'array' | 'object'): string {
   return kind === 'array' ? '['.repeat(depth) + ']'.repeat(depth) : '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 }
 
-function templates(f: Fixture): Record<string, unknown> {
+function templates(_f: Fixture): Record<string, unknown> {
   const id = uuid();
   return {
     'POST /sync/connect': { has_local_pending_rows: false },
@@ -140,7 +140,75 @@ type BodyPlan =
   | { kind: 'text'; text: string }
   | { kind: 'bytes'; bytes: Uint8Array }
   | { kind: 'deep'; depth: number; shape: 'array' | 'object'; wrap: boolean }
-  | { kind: 'oversized'; extra: number };
+  | { kind: 'oversized'; extra: number }
+  | PayloadPlan;
+
+/**
+ * A chunk whose one row is well formed for the schema (zod accepts it) but carries a value
+ * PostgreSQL cannot store, somewhere inside the payload: in a text value, the text key, a column
+ * name, a value or a key deep inside a jsonb value, or nesting beyond max_json_depth (up to
+ * 10,000 levels). Every such chunk must be a typed 4xx that stages nothing.
+ */
+interface PayloadPlan {
+  readonly kind: 'payload';
+  readonly placement: 'value' | 'key' | 'column' | 'nested-value' | 'nested-key' | 'deep';
+  readonly poison: string;
+  readonly depth: number;
+  readonly shape: 'array' | 'object';
+}
+
+/** A string with a lone surrogate (high or low, anywhere) or a NUL in it. */
+const poisonString = fc
+  .tuple(
+    fc.string({ maxLength: 4 }),
+    fc.oneof(fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)), fc.constant('\u0000')),
+    fc.string({ maxLength: 4 }),
+  )
+  .map(([a, b, c]) => a + b + c)
+  // A high surrogate followed by a low one is a well-formed pair, not poison.
+  // eslint-disable-next-line no-control-regex -- NUL is the hostile value under test
+  .filter((t) => /\p{Surrogate}|\u0000/u.test(t));
+
+const payloadPlan: fc.Arbitrary<PayloadPlan> = fc.record({
+  kind: fc.constant('payload' as const),
+  placement: fc.constantFrom('value' as const, 'key' as const, 'column' as const, 'nested-value' as const, 'nested-key' as const, 'deep' as const),
+  poison: poisonString,
+  depth: fc.constantFrom(65, 1000, 10_000),
+  shape: fc.constantFrom('array' as const, 'object' as const),
+});
+
+/** One app.kinds row as JSON text whose payload carries the plan's poison. */
+function poisonedRow(plan: PayloadPlan, code: string): string {
+  const row = (payload: string, key = JSON.stringify(code)) =>
+    `{"schema":"app","table":"kinds","key":{"code":${key}},"op":"INSERT","base_row_version":0,"payload":${payload}}`;
+  const poison = JSON.stringify(plan.poison);
+  switch (plan.placement) {
+    case 'value':
+      return row(`{"label":${poison}}`);
+    case 'key':
+      return row('{"label":"ok"}', poison);
+    case 'column':
+      return row(`{${poison}:"ok"}`);
+    case 'nested-value':
+      return row(`{"meta":{"a":[1,{"b":${poison}}]}}`);
+    case 'nested-key':
+      return row(`{"meta":{"a":{${poison}:true}}}`);
+    case 'deep': {
+      const nested = plan.shape === 'array' ? '['.repeat(plan.depth) + ']'.repeat(plan.depth) : '{"a":'.repeat(plan.depth) + poison + '}'.repeat(plan.depth);
+      return row(`{"meta":${nested}}`);
+    }
+  }
+}
+
+function renderPayloadChunk(plan: PayloadPlan): string {
+  return `{"start_row_ordinal":1,"rows":[${poisonedRow(plan, `fuzz-${plan.depth}`)}]}`;
+}
+
+/** Storable app.kinds payloads, to surround a poisoned row. */
+const fineKindsPayload = fc.record(
+  { label: fc.string({ maxLength: 20 }), meta: fc.jsonValue({ maxDepth: 3 }), flag: fc.boolean() },
+  { requiredKeys: [] },
+);
 
 const bodyPlan: fc.Arbitrary<BodyPlan> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ kind: 'none' } as const) },
@@ -159,6 +227,7 @@ const bodyPlan: fc.Arbitrary<BodyPlan> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 200 }).map((b) => (b.length ? Uint8Array.from([0xff, 0xfe, ...b]) : b)) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('deep' as const), depth: fc.constantFrom(100, 1000, 10_000), shape: fc.constantFrom('array' as const, 'object' as const), wrap: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('oversized' as const), extra: fc.integer({ min: 1, max: 128 * 1024 }) }) },
+  { weight: 3, arbitrary: payloadPlan },
 );
 
 function renderBody(plan: BodyPlan, template: unknown): Buffer | undefined {
@@ -181,6 +250,8 @@ function renderBody(plan: BodyPlan, template: unknown): Buffer | undefined {
     }
     case 'oversized':
       return Buffer.from(`{"has_local_pending_rows":false,"pad":"${'x'.repeat(MAX_REQUEST_BYTES + plan.extra)}"}`);
+    case 'payload':
+      return Buffer.from(renderPayloadChunk(plan), 'utf8');
   }
 }
 
@@ -277,6 +348,8 @@ function caseArbitrary(f: Fixture): fc.Arbitrary<Case> {
       }
       const body = renderBody(g.body, tmpl[key]);
       if (!bodyWellFormed(key, body)) why.push(`body ${g.body.kind}`);
+      // Accepted by the schema, but the value inside cannot be stored: never a 2xx.
+      else if (g.body.kind === 'payload' && key === 'POST /sync/push-sessions/{push_id}/chunks') why.push(`payload ${g.body.placement}`);
       return { route: key, method, path, headers, body, wellFormed: why.length === 0, why };
     });
 }
@@ -460,6 +533,41 @@ describe('hostile input on every endpoint', () => {
     expect(await fingerprint()).toEqual(before);
   });
 
+  it(`${Math.ceil(RUNS / 6)} chunks with unstorable values inside payloads: each a typed 400, nothing staged`, async () => {
+    // The general fuzz rarely combines a valid token, source and session with a payload plan;
+    // this property always does, so every case reaches the row validation and the database.
+    const alice = f.tokens['alice']?.value as string;
+    const staged = async () => (await s.t.exec(`SELECT count(*)::int AS n FROM sync.push_session_rows`)).rows[0].n as number;
+    const before = await staged();
+    const chunk = fc.record({
+      plan: payloadPlan,
+      fine: fc.array(fineKindsPayload, { maxLength: 4 }),
+      at: fc.nat(4),
+    });
+    const property = fc.asyncProperty(fc.array(chunk, { minLength: BATCH, maxLength: BATCH }), async (chunks) => {
+      const cases = chunks.map(({ plan, fine, at }): Case => {
+        const rows = fine.map((payload, i) => JSON.stringify({ schema: 'app', table: 'kinds', key: { code: `fine-${i}` }, op: 'INSERT', base_row_version: 0, payload }));
+        rows.splice(at % (rows.length + 1), 0, poisonedRow(plan, 'poisoned'));
+        return {
+          route: 'POST /sync/push-sessions/{push_id}/chunks',
+          method: 'POST',
+          path: `/sync/push-sessions/${f.pushId}/chunks`,
+          headers: { authorization: alice, 'sync-source-id': f.sourceId, 'content-type': 'application/json' },
+          body: Buffer.from(`{"start_row_ordinal":1,"rows":[${rows.join(',')}]}`, 'utf8'),
+          wellFormed: false,
+          why: [`payload ${plan.placement} ${JSON.stringify(plan.poison)} depth ${plan.depth} at row ${at % (rows.length)}`],
+        };
+      });
+      const answers = await Promise.all(cases.map((c) => sendTolerant(s.url, c)));
+      cases.forEach((c, i) => {
+        const a = answers[i] as Awaited<ReturnType<typeof send>>;
+        if (a.status !== 400 || JSON.parse(a.text).error !== 'invalid_request') throw new Error(`not a typed 400: ${describeCase(c)} → ${a.status} ${a.text.slice(0, 300)}`);
+      });
+    });
+    await check(property, Math.ceil(RUNS / 6 / BATCH), `FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS}`);
+    expect(await staged()).toBe(before);
+  });
+
   it('regressions found by the fuzz: NUL or lone-surrogate user ids, malformed percent-encoding, a 413 after a multi-chunk upload', async () => {
     const base = { route: 'pinned', wellFormed: false, why: [] as string[] };
     const auth = (token: string) => ({ authorization: token, 'sync-source-id': 'alice-dev' });
@@ -484,6 +592,39 @@ describe('hostile input on every endpoint', () => {
       expect(a.status, a.text).toBe(413);
       expect(JSON.parse(a.text).error).toBe('payload_too_large');
     }
+  });
+
+  it('issue 15 item 5: lone surrogates and 10,000-level nesting anywhere in a payload are typed 4xx that store nothing', async () => {
+    const alice = s.client('alice', 'alice-dev');
+    const code = 'k-' + uuid();
+    const kinds = (payload: Record<string, unknown>, key = code) => ({ schema: 'app', table: 'kinds', key: { code: key }, op: 'INSERT', base_row_version: 0, payload });
+    const deep = (depth: number, leaf: string) => '{"a":'.repeat(depth) + leaf + '}'.repeat(depth);
+    // JSON text, so each value is exactly what a client could send (JSON.stringify would escape
+    // the surrogates the same way; deep nesting is written out).
+    const bodies: Array<[string, string]> = [
+      ['lone high surrogate in a text value', JSON.stringify({ start_row_ordinal: 0, rows: [kinds({ label: 'x\ud800y' })] })],
+      ['lone low surrogate in a text value', JSON.stringify({ start_row_ordinal: 0, rows: [kinds({ label: '\udc00' })] })],
+      ['lone surrogate in the text key', JSON.stringify({ start_row_ordinal: 0, rows: [kinds({ label: 'ok' }, 'key\ud83d')] })],
+      ['lone surrogate in a column name', JSON.stringify({ start_row_ordinal: 0, rows: [kinds({ ['label\udfff']: 'ok' })] })],
+      ['lone surrogate deep inside a jsonb value', JSON.stringify({ start_row_ordinal: 0, rows: [kinds({ meta: { a: [1, { b: ['\ud800'] }] } })] })],
+      ['lone surrogate in a key of a jsonb object', JSON.stringify({ start_row_ordinal: 0, rows: [kinds({ meta: { ['\udbff']: 1 } })] })],
+      ['10,000-level object in a jsonb value', `{"start_row_ordinal":0,"rows":[{"schema":"app","table":"kinds","key":{"code":"${code}"},"op":"INSERT","base_row_version":0,"payload":{"meta":${deep(10_000, '1')}}}]}`],
+      ['10,000-level array in a jsonb value', `{"start_row_ordinal":0,"rows":[{"schema":"app","table":"kinds","key":{"code":"${code}"},"op":"INSERT","base_row_version":0,"payload":{"meta":${'['.repeat(10_000)}${']'.repeat(10_000)}}}]}`],
+      ['10,000 levels with a NUL at the bottom', `{"start_row_ordinal":0,"rows":[{"schema":"app","table":"kinds","key":{"code":"${code}"},"op":"INSERT","base_row_version":0,"payload":{"meta":${deep(10_000, '"\\u0000"')}}}]}`],
+    ];
+    const before = await fingerprint();
+    const staged = async () => (await s.t.exec(`SELECT count(*)::int AS n FROM sync.push_session_rows`)).rows[0].n as number;
+    const stagedBefore = await staged();
+    for (const [what, body] of bodies) {
+      const create = await alice.post('/sync/push-sessions', { source_bundle_id: 3, planned_row_count: 1 });
+      expectStatus(create, 200);
+      const chunk = await alice.request('POST', `/sync/push-sessions/${create.body.push_id}/chunks`, body);
+      expect(chunk.status, `${what}: ${JSON.stringify(chunk.body).slice(0, 300)}`).toBe(400);
+      expect(chunk.body.error, what).toBe('invalid_request');
+      expectStatus(await alice.del(`/sync/push-sessions/${create.body.push_id}`), 204);
+    }
+    expect(await staged()).toBe(stagedBefore);
+    expect(await fingerprint()).toEqual(before);
   });
 
   it(`raw garbage on the socket: the gateway answers 4xx or closes, and keeps serving`, async () => {

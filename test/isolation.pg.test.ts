@@ -1,5 +1,5 @@
 /**
- * Issue 10, isolation between users (contract §2: another user's session or bundle is answered
+ * Issue 10, isolation between users (docs/protocol.md §2: another user's session or bundle is answered
  * exactly like a missing one; existence never leaks). Extends what the suites already pin —
  * read-pull (B's pull/snapshot hold none of A's rows, one foreign bundle and snapshot are 404),
  * write-push (a foreign push session is 404 for chunk/commit/delete), write-commit (the same key
@@ -91,7 +91,7 @@ describe('isolation between users on every endpoint', () => {
     };
     ids.staging = await created(4, stagedRows, 1);
     ids.expired = await created(4, [list(uuid(), 'A-SECRET-expired')], 0);
-    await s.t.exec(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second' WHERE push_id = $1`, [ids.expired]);
+    await s.t.operator(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second' WHERE push_id = $1`, [ids.expired]);
     // The committed session of A's bundle 3: create it again, commit it, keep its id.
     const fourth = [list(uuid(), 'A-SECRET-4')];
     ids.committed = await created(4, fourth, 1);
@@ -105,7 +105,7 @@ describe('isolation between users on every endpoint', () => {
     ids.snapshot = snap.body.snapshot_id;
     const dead = await a('POST', '/sync/snapshot-sessions', {});
     ids.snapshotExpired = dead.body.snapshot_id;
-    await s.t.exec(`UPDATE sync.snapshot_sessions SET expires_at = now() - interval '1 second' WHERE snapshot_id = $1`, [ids.snapshotExpired]);
+    await s.t.operator(`UPDATE sync.snapshot_sessions SET expires_at = now() - interval '1 second' WHERE snapshot_id = $1`, [ids.snapshotExpired]);
   });
   afterAll(async () => s?.close());
 

@@ -173,7 +173,7 @@ describe('a rolling deploy keeps serving in both directions within the safe rang
       // Bootstrap of this build against the newer layout changes nothing and succeeds (a rollback deploy).
       expect(await bootstrap(t.db, { tables: APP_TABLES })).toMatchObject({ unchanged: true, layoutFrom: NEXT.version, layoutTo: NEXT.version });
       // A layout that rules this build out is a typed 503 naming the way out.
-      await t.exec(`UPDATE sync.meta SET value = $1 WHERE key = 'min_safe_version'`, [String(NEXT.version)]);
+      await t.operator(`UPDATE sync.meta SET value = $1 WHERE key = 'min_safe_version'`, [String(NEXT.version)]);
       s.runtime.invalidateCatalog();
       const refused = await c.get('/sync/pull?after_bundle_seq=0');
       expectStatus(refused, 503, 'service_unavailable');
@@ -217,5 +217,3 @@ describe('a rolling deploy keeps serving in both directions within the safe rang
     }
   });
 });
-
-

@@ -1,5 +1,5 @@
 /**
- * Push notifications through the local gateway (contract §10, issue 17 item 5) and waiting
+ * Push notifications through the local gateway (protocol §5.9, issue 17 item 5) and waiting
  * without polling (issue 15 item 8):
  * - `GET /sync/ws` sends `{"type":"changed","latest_bundle_seq":n}` after each commit of the
  *   socket's user: pushes and server writes alike, another user's never; bad tokens and sources

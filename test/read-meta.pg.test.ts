@@ -1,6 +1,6 @@
 /**
- * Issue 5, the meta endpoints: capabilities carries every field of contract §5 and every limit
- * of §7; /syncx/health answers 200 and 503 (before bootstrap, database gone); /syncx/status
+ * Issue 5, the meta endpoints: capabilities carries every field of docs/protocol.md §5.7 and every
+ * limit of §8; /syncx/health answers 200 and 503 (before bootstrap, database gone); /syncx/status
  * carries lifecycle, tables, features, visibility, floors and error counters that move.
  */
 import pg from 'pg';
@@ -44,7 +44,7 @@ describe('capabilities and status', () => {
   });
   afterAll(async () => s?.close());
 
-  it('capabilities: every field of contract §5, table specs with PostgreSQL types, every §7 limit', async () => {
+  it('capabilities: every field of protocol §5.7, table specs with PostgreSQL types, every §8 limit', async () => {
     const caps = await s.client('alice').get('/sync/capabilities');
     expectStatus(caps, 200);
     const body = caps.body;

@@ -124,7 +124,6 @@ async function verifyLog(url: string, users: readonly string[], bundles: number,
   }
 }
 
-
 interface Served {
   readonly gateway: Gateway;
   readonly pool: PoolLike;

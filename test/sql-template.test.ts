@@ -23,7 +23,7 @@ describe('sql tagged templates', () => {
 });
 
 describe('limits and config', () => {
-  it('reports every limit on the wire with contract §7 defaults', () => {
+  it('reports every limit on the wire with the defaults of docs/protocol.md §8', () => {
     const wire = limitsToWire(defaultLimits);
     expect(wire).toMatchObject({
       default_rows_per_push_chunk: 1000, max_rows_per_push_chunk: 5000, max_rows_per_bundle: 100000,

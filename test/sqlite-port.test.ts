@@ -1,243 +1,18 @@
 /**
- * The SQLite port's conformance suite (style.md #7): one set of cases written against an `open()`
- * factory, run for every adapter. Here: wa-sqlite under Node, in memory and file-backed. The
- * browser (OPFS) adapter runs the same cases in a *.web.test.ts later.
+ * The SQLite port's conformance suite (test/support/sqlite-conformance.ts) under Node: wa-sqlite
+ * in memory and file-backed, plus what only files do (three open at once). The browser (OPFS)
+ * adapter runs the same cases in test/sqlite-port.web.test.ts.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SqliteError, type SqliteDb, type SqlValue } from '../client-web/sqlite/index.js';
 import { openNodeSqlite } from '../client-web/sqlite/node.js';
-
-interface Adapter {
-  name: string;
-  /** A fresh, empty database. */
-  open(): Promise<SqliteDb>;
-  /** For persistent adapters: opens the database at `key` again (the same one after close). */
-  reopen?(key: string): Promise<SqliteDb>;
-}
-
-const allBytes = Uint8Array.from({ length: 256 }, (_, i) => i);
-
-/** How an INTEGER comes back: number when safe, bigint beyond ±(2^53-1). */
-function integer(value: bigint): number | bigint {
-  return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
-}
+import { conformanceCases, type Adapter } from './support/sqlite-conformance.js';
 
 function conformance(adapter: Adapter): void {
   describe(adapter.name, () => {
-    const withDb = async (fn: (db: SqliteDb) => Promise<void>): Promise<void> => {
-      const db = await adapter.open();
-      try {
-        await fn(db);
-      } finally {
-        await db.close();
-      }
-    };
-
-    it('runs DDL and reads every kind of SqlValue back exactly', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE v (id INTEGER PRIMARY KEY, x); CREATE INDEX v_x ON v (x);');
-        const values: SqlValue[] = [
-          null,
-          0,
-          -1,
-          2_147_483_647,
-          2_147_483_648,
-          2 ** 40,
-          Number.MAX_SAFE_INTEGER,
-          Number.MIN_SAFE_INTEGER,
-          1.5,
-          -0.1,
-          1e300,
-          9007199254740993n,
-          -9007199254740993n,
-          9223372036854775807n,
-          -9223372036854775808n,
-          '',
-          'plain',
-          'unicode: é ß 中文 🎉 \u2028 tail',
-          new Uint8Array(0),
-          allBytes,
-        ];
-        for (const [i, x] of values.entries()) expect(await db.run('INSERT INTO v (id, x) VALUES (?, ?)', [i, x])).toEqual({ changes: 1 });
-        const rows = await db.query<{ id: number; x: SqlValue; t: string }>('SELECT id, x, typeof(x) AS t FROM v ORDER BY id');
-        expect(rows.map((r) => r.x)).toEqual(values);
-        // Types, not only values: integers stay INTEGER (even past int32), blobs stay BLOB.
-        expect(rows.map((r) => r.t)).toEqual([
-          'null', 'integer', 'integer', 'integer', 'integer', 'integer', 'integer', 'integer', 'real', 'real', 'real',
-          'integer', 'integer', 'integer', 'integer', 'text', 'text', 'text', 'blob', 'blob',
-        ]);
-        expect(typeof rows[6]?.x).toBe('number');
-        expect(typeof rows[11]?.x).toBe('bigint');
-        // ±2^53 is not a safe integer, so it comes back as a bigint.
-        const [edge] = await db.query('SELECT 9007199254740992 AS hi, -9007199254740992 AS lo, 9007199254740991 AS safe');
-        expect(edge).toEqual({ hi: 9007199254740992n, lo: -9007199254740992n, safe: 9007199254740991 });
-        // Blobs are copies, not views into wasm memory: later calls do not change them.
-        const blob = rows[19]?.x as Uint8Array;
-        await db.query('SELECT randomblob(100000)');
-        expect(blob).toEqual(allBytes);
-      }));
-
-    it('answers changes for DML and zero for other statements', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE c (k INTEGER PRIMARY KEY, n INTEGER)');
-        expect(await db.run('INSERT INTO c VALUES (1, 0), (2, 0), (3, 0)')).toEqual({ changes: 3 });
-        expect(await db.run('UPDATE c SET n = n + 1 WHERE k >= ?', [2])).toEqual({ changes: 2 });
-        expect(await db.run('SELECT * FROM c')).toEqual({ changes: 0 });
-        expect(await db.run('CREATE TABLE d (x)')).toEqual({ changes: 0 });
-        expect(await db.run('  -- comment\n DELETE FROM c WHERE k = 1')).toEqual({ changes: 1 });
-        expect(await db.run('WITH z AS (SELECT 2 AS k) DELETE FROM c WHERE k IN (SELECT k FROM z)')).toEqual({ changes: 1 });
-        expect(await db.run('DELETE FROM c WHERE k = 99')).toEqual({ changes: 0 });
-        expect(await db.query('SELECT k, n FROM c')).toEqual([{ k: 3, n: 1 }]);
-      }));
-
-    it('rejects a parameter count mismatch, several statements in run, and non-SqlValues', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE p (a, b)');
-        await expect(db.run('INSERT INTO p VALUES (?, ?)', [1])).rejects.toBeInstanceOf(SqliteError);
-        await expect(db.run('INSERT INTO p VALUES (1, 2); INSERT INTO p VALUES (3, 4)')).rejects.toThrow(/more than one statement/);
-        await expect(db.run('INSERT INTO p VALUES (?, ?)', [1, true as unknown as SqlValue])).rejects.toThrow(/boolean/);
-        const syntax = await db.query('SELEC 1').catch((e: unknown) => e);
-        expect(syntax).toBeInstanceOf(SqliteError);
-        expect((syntax as SqliteError).code).toBe(1);
-        expect((syntax as SqliteError).message).toMatch(/syntax error.*SELEC 1/);
-        expect(await db.query('SELECT count(*) AS n FROM p')).toEqual([{ n: 0 }]);
-      }));
-
-    it('runMany prepares once and applies 10,000 rows in order', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE m (id INTEGER PRIMARY KEY, title TEXT NOT NULL, big INTEGER, data BLOB)');
-        const rows: SqlValue[][] = [];
-        for (let i = 0; i < 10_000; i++) rows.push([i, `title ${i} ✓`, BigInt(i) * 10_000_000_000_000n, new Uint8Array([i & 255, i >> 8])]);
-        const result = await db.transaction((tx) => tx.runMany('INSERT INTO m (id, title, big, data) VALUES (?, ?, ?, ?)', rows));
-        expect(result).toEqual({ changes: 10_000 });
-        const [sums] = await db.query('SELECT count(*) AS n, sum(id) AS s, sum(length(title)) AS l, max(big) AS b FROM m');
-        expect(sums).toEqual({ n: 10_000, s: 49_995_000, l: rows.reduce((a, r) => a + (r[1] as string).length, 0), b: 99_990_000_000_000_000n });
-        const some = await db.query('SELECT id, title, big, data FROM m WHERE id IN (0, 777, 9999) ORDER BY id');
-        expect(some).toEqual([0, 777, 9999].map((i) => ({ id: i, title: `title ${i} ✓`, big: integer(BigInt(i) * 10_000_000_000_000n), data: new Uint8Array([i & 255, i >> 8]) })));
-        expect(typeof some[2]?.['big']).toBe('bigint');
-        // Changes are per row: an update matching nothing counts zero.
-        expect(await db.runMany('UPDATE m SET title = ? WHERE id = ?', [['a', 1], ['b', -5], ['c', 2]])).toEqual({ changes: 2 });
-        expect(await db.runMany('DELETE FROM m WHERE id = ?', [])).toEqual({ changes: 0 });
-        // A failing row stops the batch with a typed error.
-        const err = await db.runMany('INSERT INTO m (id, title) VALUES (?, ?)', [[20_000, 'ok'], [1, 'dup']]).catch((e: unknown) => e);
-        expect(err).toBeInstanceOf(SqliteError);
-        expect((err as SqliteError).code).toBe(19);
-      }));
-
-    it('commits a transaction, and rolls back and rethrows when fn throws', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)');
-        expect(await db.transaction(async (tx) => {
-          await tx.run('INSERT INTO t VALUES (1, ?)', ['one']);
-          return (await tx.query('SELECT v FROM t'))[0]?.['v'];
-        })).toBe('one');
-        const boom = new Error('boom');
-        await expect(db.transaction(async (tx) => {
-          await tx.run('INSERT INTO t VALUES (2, ?)', ['two']);
-          await tx.run('UPDATE t SET v = ? WHERE k = 1', ['changed']);
-          throw boom;
-        })).rejects.toBe(boom);
-        expect(await db.query('SELECT k, v FROM t')).toEqual([{ k: 1, v: 'one' }]);
-        // A SQLite error inside also rolls back and surfaces as SqliteError.
-        const err = await db.transaction(async (tx) => {
-          await tx.run('INSERT INTO t VALUES (3, ?)', ['three']);
-          await tx.run('INSERT INTO t VALUES (1, ?)', ['dup']);
-        }).catch((e: unknown) => e);
-        expect(err).toBeInstanceOf(SqliteError);
-        expect((err as SqliteError).isConstraint).toBe(true);
-        expect(await db.query('SELECT k FROM t')).toEqual([{ k: 1 }]);
-        // tx is dead once its transaction ended.
-        let leaked: Parameters<Parameters<SqliteDb['transaction']>[0]>[0] | undefined;
-        await db.transaction(async (tx) => {
-          leaked = tx;
-        });
-        await expect(leaked?.query('SELECT 1')).rejects.toThrow(/transaction has ended/);
-        // The connection is usable again: no transaction left open.
-        await db.transaction((tx) => tx.run('INSERT INTO t VALUES (4, ?)', ['four']));
-        expect(await db.query('SELECT count(*) AS n FROM t')).toEqual([{ n: 2 }]);
-      }));
-
-    it('queues calls behind a running transaction; they see its committed result', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE q (k INTEGER PRIMARY KEY)');
-        let release!: () => void;
-        const gate = new Promise<void>((resolve) => (release = resolve));
-        const order: string[] = [];
-        const tx = db.transaction(async (t) => {
-          await t.run('INSERT INTO q VALUES (1)');
-          await gate;
-          await t.run('INSERT INTO q VALUES (2)');
-          order.push('tx');
-        });
-        const outside = db.query('SELECT count(*) AS n FROM q').then((r) => {
-          order.push('query');
-          return r;
-        });
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        expect(order).toEqual([]);
-        release();
-        await tx;
-        expect(await outside).toEqual([{ n: 2 }]);
-        expect(order).toEqual(['tx', 'query']);
-        // Concurrent tx calls inside fn are serialised too.
-        await db.transaction((t) => Promise.all([3, 4, 5, 6].map((k) => t.run('INSERT INTO q VALUES (?)', [k]))));
-        expect(await db.query('SELECT count(*) AS n FROM q')).toEqual([{ n: 6 }]);
-      }));
-
-    it('enforces foreign keys and cascades deletes', () =>
-      withDb(async (db) => {
-        await db.exec(`CREATE TABLE parent (id INTEGER PRIMARY KEY);
-          CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER NOT NULL REFERENCES parent (id) ON DELETE CASCADE);`);
-        expect(await db.query('PRAGMA foreign_keys')).toEqual([{ foreign_keys: 1 }]);
-        await db.run('INSERT INTO parent VALUES (1)');
-        await db.runMany('INSERT INTO child VALUES (?, ?)', [[10, 1], [11, 1]]);
-        const err = await db.run('INSERT INTO child VALUES (12, 2)').catch((e: unknown) => e);
-        expect(err).toBeInstanceOf(SqliteError);
-        expect((err as SqliteError).code).toBe(19);
-        expect((err as SqliteError).message).toMatch(/FOREIGN KEY constraint failed.*INSERT INTO child/);
-        // A deferred FK fails at COMMIT: the transaction is rolled back and the connection stays usable.
-        const atCommit = await db.transaction(async (tx) => {
-          await tx.exec('PRAGMA defer_foreign_keys = ON');
-          await tx.run('INSERT INTO child VALUES (13, 99)');
-          await tx.run('INSERT INTO parent VALUES (2)');
-        }).catch((e: unknown) => e);
-        expect(atCommit).toBeInstanceOf(SqliteError);
-        expect((atCommit as SqliteError).code).toBe(19);
-        expect(await db.query('SELECT count(*) AS n FROM parent')).toEqual([{ n: 1 }]);
-        expect(await db.query('SELECT id FROM child ORDER BY id')).toEqual([{ id: 10 }, { id: 11 }]);
-        expect(await db.run('DELETE FROM parent WHERE id = 1')).toEqual({ changes: 1 });
-        expect(await db.query('SELECT count(*) AS n FROM child')).toEqual([{ n: 0 }]);
-      }));
-
-    it('round-trips a 5 MB blob', () =>
-      withDb(async (db) => {
-        await db.exec('CREATE TABLE b (id INTEGER PRIMARY KEY, data BLOB)');
-        const big = new Uint8Array(5 * 1024 * 1024);
-        for (let i = 0; i < big.length; i++) big[i] = (i * 31 + (i >> 11)) & 255;
-        await db.run('INSERT INTO b VALUES (1, ?)', [big]);
-        const [row] = await db.query<{ data: Uint8Array }>('SELECT data FROM b');
-        expect(row?.data.byteLength).toBe(big.byteLength);
-        expect(Buffer.compare(Buffer.from(row!.data), Buffer.from(big))).toBe(0);
-      }));
-
-    it('rejects every call after close', async () => {
-      const db = await adapter.open();
-      await db.exec('CREATE TABLE x (a)');
-      await db.close();
-      for (const call of [
-        () => db.query('SELECT 1'),
-        () => db.run('INSERT INTO x VALUES (1)'),
-        () => db.exec('SELECT 1'),
-        () => db.runMany('INSERT INTO x VALUES (?)', [[1]]),
-        () => db.transaction(async () => 1),
-      ]) {
-        await expect(call()).rejects.toThrow(/database is closed/);
-      }
-      await db.close(); // idempotent
-    });
+    for (const c of conformanceCases(adapter, expect)) it(c.name, c.run);
   });
 }
 
@@ -257,34 +32,10 @@ conformance({ name: 'wa-sqlite, Node, in memory', open: () => openNodeSqlite() }
 conformance({
   name: 'wa-sqlite, Node, file',
   open: () => openNodeSqlite({ path: join(fileDir, `db-${++fileCount}.sqlite3`) }),
+  reopen: (key) => openNodeSqlite({ path: join(fileDir, `${key}.sqlite3`) }),
 });
 
-describe('wa-sqlite, Node, file persistence', () => {
-  it('finds the data again after close and reopen from the same path', async () => {
-    const path = join(scratchDir(), 'restart.sqlite3');
-    const first = await openNodeSqlite({ path });
-    await first.exec('CREATE TABLE r (k INTEGER PRIMARY KEY, v TEXT, big INTEGER)');
-    await first.transaction((tx) => tx.runMany('INSERT INTO r VALUES (?, ?, ?)', Array.from({ length: 1000 }, (_, i) => [i, `v${i}`, 2n ** 62n + BigInt(i)])));
-    // A rolled-back transaction leaves nothing behind in the file either.
-    await first.transaction(async (tx) => {
-      await tx.run('DELETE FROM r');
-      throw new Error('undo');
-    }).catch(() => undefined);
-    await first.close();
-
-    const second = await openNodeSqlite({ path });
-    expect(await second.query('PRAGMA integrity_check')).toEqual([{ integrity_check: 'ok' }]);
-    expect(await second.query('PRAGMA foreign_keys')).toEqual([{ foreign_keys: 1 }]);
-    expect(await second.query('SELECT count(*) AS n, sum(k) AS s FROM r')).toEqual([{ n: 1000, s: 499_500 }]);
-    expect(await second.query('SELECT v, big FROM r WHERE k = 999')).toEqual([{ v: 'v999', big: 2n ** 62n + 999n }]);
-    await second.run('INSERT INTO r VALUES (1000, ?, NULL)', ['after restart']);
-    await second.close();
-
-    const third = await openNodeSqlite({ path });
-    expect(await third.query('SELECT count(*) AS n FROM r')).toEqual([{ n: 1001 }]);
-    await third.close();
-  });
-
+describe('wa-sqlite, Node, several files', () => {
   it('keeps three file databases open at once, independent of each other', async () => {
     const dir = scratchDir();
     const dbs = await Promise.all([0, 1, 2].map((i) => openNodeSqlite({ path: join(dir, `client-${i}.sqlite3`) })));

@@ -2,7 +2,8 @@
  * infra/template.yaml against the handlers: every HttpApi event is served by its function's
  * `routes` (same method, path and auth), every route of every function is in the template, and
  * the non-HTTP functions are wired as the contract says (bootstrap: no events; maintenance: a
- * schedule). cfn-lint (with the SAM translator) also checks the template when it is installed.
+ * schedule). cfn-lint (with the SAM translator) also checks the template: CI runs it, and a
+ * machine without cfn-lint skips it by name (test/support/prerequisites.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -10,8 +11,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import YAML, { type CollectionTag, type ScalarTag, type Tags } from 'yaml';
 import { functionRoutes, type Route } from '../functions/index.js';
-import { defaultLimits } from '../core/limits.js';
+import { API_GATEWAY_TIMEOUT_MS, defaultLimits, limitProblems } from '../core/limits.js';
 import { FUNCTION_NAMES, ROOT } from '../infra/build.js';
+import { missing } from './support/prerequisites.js';
 
 const TEMPLATE = join(ROOT, 'infra', 'template.yaml');
 
@@ -143,13 +145,33 @@ describe('infra/template.yaml', () => {
     for (const r of templateRoutes()) expect(r.auth, `${r.method} ${r.path}`).toBe(r.path.startsWith('/sync/'));
   });
 
+  it('timeouts fire in order: query < request budget < function < API Gateway (issue 17 item 3)', () => {
+    const fns = functionsByName();
+    expect(limitProblems(defaultLimits)).toEqual([]);
+    for (const [name, { id, props }] of fns) {
+      if (name === 'bootstrap' || name === 'maintenance') continue;
+      const timeoutMs = Number(props['Timeout'] ?? template.Globals.Function['Timeout']) * 1000;
+      // The request's budget, plus the time kept back to answer, fits in the function's timeout,
+      // which API Gateway outwaits.
+      expect(defaultLimits.requestTimeoutMs + defaultLimits.functionReserveMs, id).toBeLessThanOrEqual(timeoutMs);
+      expect(timeoutMs, id).toBeLessThan(API_GATEWAY_TIMEOUT_MS);
+      for (const event of Object.values<any>(props['Events'] ?? {})) {
+        const integration = event.Properties?.TimeoutInMillis;
+        if (integration !== undefined) expect(integration, id).toBeGreaterThanOrEqual(API_GATEWAY_TIMEOUT_MS);
+      }
+    }
+  });
+
   it('gives watch room to wait, runs bootstrap on demand only and maintenance on a schedule', () => {
     const fns = functionsByName();
-    const pullTimeout = fns.get('pull')?.props['Timeout'];
+    const pullTimeout = fns.get('pull')?.props['Timeout'] ?? template.Globals.Function['Timeout'];
     expect(pullTimeout).toBeGreaterThan(defaultLimits.watchMaxWaitSeconds);
     expect(fns.get('bootstrap')?.props['Events']).toBeUndefined();
     const schedules = Object.values<any>(fns.get('maintenance')?.props['Events'] ?? {});
-    expect(schedules.map((e) => [e.Type, e.Properties.Schedule])).toEqual([['Schedule', 'rate(5 minutes)']]);
+    // As often as limits.maintenanceIntervalSeconds, which Retry-After of a cap held by expired
+    // sessions promises.
+    expect(defaultLimits.maintenanceIntervalSeconds).toBe(60);
+    expect(schedules.map((e) => [e.Type, e.Properties.Schedule])).toEqual([['Schedule', 'rate(1 minute)']]);
   });
 
   it('keeps the database URL secret and every function logging to a group with retention', () => {
@@ -176,15 +198,52 @@ describe('infra/template.yaml', () => {
     for (const [, target] of routeKeys) expect(target).toEqual({ 'Fn::Sub': 'integrations/${WebSocketIntegration}' });
     const push = functionsByName().get('push')?.props;
     expect(JSON.stringify(push?.['Environment']?.Variables?.SYNC_WS_ENDPOINT)).toContain('${WebSocketApi}');
-    const statements = (push?.['Policies'] as any[]).flatMap((p) => p.Statement ?? []);
+    expect(push?.['Role']).toEqual({ 'Fn::GetAtt': ['PushFunctionRole', 'Arn'] });
+    const statements = (template.Resources['PushFunctionRole']?.Properties?.['Policies'] as any[]).flatMap((p) => p.PolicyDocument?.Statement ?? []);
     expect(statements.some((st) => st.Action === 'execute-api:ManageConnections' && JSON.stringify(st.Resource).includes('/POST/@connections/*'))).toBe(true);
     const ws = functionsByName().get('ws')?.props;
     expect(ws?.['Events']).toBeUndefined();
     expect(Object.keys(ws?.['Environment']?.Variables ?? {}).sort()).toEqual(['SYNC_JWKS_URL', 'SYNC_JWT_AUDIENCE', 'SYNC_JWT_ISSUER']);
   });
 
-  const cfnLint = spawnSync('cfn-lint', ['--version'], { encoding: 'utf8' });
-  it.skipIf(cfnLint.status !== 0)('passes cfn-lint (SAM transform included)', () => {
+  it('reads the database secret at runtime, with least privilege: the VPC policy only with a VPC, the secret only with one (issue 17 items 4, 8)', () => {
+    const text = readFileSync(TEMPLATE, 'utf8');
+    // A {{resolve:secretsmanager}} is copied into the environment once and never re-read.
+    expect(text).not.toContain('{{resolve:secretsmanager');
+    const env = template.Globals.Function['Environment'].Variables;
+    expect(env['DATABASE_SECRET_ID']).toEqual({ 'Fn::If': ['UseSecret', { Ref: 'DatabaseSecretArn' }, ''] });
+    expect(env['DATABASE_URL']).toEqual({ 'Fn::If': ['UseSecret', '', { Ref: 'DatabaseUrl' }] });
+    // SAM's generated roles attach AWSLambdaVPCAccessExecutionRole whenever VpcConfig is present,
+    // even as an !If that resolves to nothing: every function uses the one explicit role instead.
+    // (The push function's role adds posting to the WebSocket connections.)
+    for (const [name, { props }] of functionsByName()) expect(props['Role'], name).toEqual({ 'Fn::GetAtt': [name === 'push' ? 'PushFunctionRole' : 'FunctionRole', 'Arn'] });
+    for (const id of ['FunctionRole', 'PushFunctionRole']) {
+      const role = template.Resources[id]?.Properties ?? {};
+      const vpc = role['ManagedPolicyArns'].find((a: any) => JSON.stringify(a).includes('AWSLambdaVPCAccessExecutionRole'));
+      expect(vpc['Fn::If'][0], id).toBe('UseVpc');
+      const secretPolicy = role['Policies'].find((p: any) => JSON.stringify(p).includes('secretsmanager:GetSecretValue'));
+      expect(secretPolicy['Fn::If'][0], id).toBe('UseSecret');
+      expect(JSON.stringify(secretPolicy)).toContain('{"Ref":"DatabaseSecretArn"}');
+    }
+  });
+
+  it('alarms on 5xx, throttles, maintenance failures (dead letters too) and refused database credentials; logs and throttles the API (issue 17 item 6)', () => {
+    const alarms = Object.entries(template.Resources).filter(([, r]) => r.Type === 'AWS::CloudWatch::Alarm');
+    expect(alarms.map(([id]) => id).sort()).toEqual(['Api5xxAlarm', 'DatabaseAuthenticationAlarm', 'MaintenanceDeadLetterAlarm', 'MaintenanceErrorAlarm', 'ThrottleAlarm']);
+    for (const [id, r] of alarms) expect(r.Properties?.['AlarmActions'], id).toEqual({ 'Fn::If': ['HasAlarmTopic', [{ Ref: 'AlarmTopicArn' }], { Ref: 'AWS::NoValue' }] });
+    // Every function's log group counts the line functions/edge/database.ts writes.
+    const filters = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Logs::MetricFilter');
+    const filtered = new Set(filters.map((f) => f.Properties?.['LogGroupName']?.Ref));
+    for (const [name, { props }] of functionsByName()) expect(filtered.has(props['LoggingConfig'].LogGroup.Ref), name).toBe(true);
+    for (const f of filters) expect(f.Properties?.['FilterPattern']).toBe('{ $.event = "database_authentication_failed" }');
+    const maintenance = functionsByName().get('maintenance')?.props ?? {};
+    expect(maintenance['DeadLetterQueue']).toEqual({ Type: 'SQS', TargetArn: { 'Fn::GetAtt': ['MaintenanceDeadLetterQueue', 'Arn'] } });
+    const api = template.Resources['SyncApi']?.Properties ?? {};
+    expect(api['AccessLogSettings'].DestinationArn).toEqual({ 'Fn::GetAtt': ['ApiAccessLogGroup', 'Arn'] });
+    expect(api['DefaultRouteSettings']).toEqual({ ThrottlingRateLimit: { Ref: 'ThrottleRateLimit' }, ThrottlingBurstLimit: { Ref: 'ThrottleBurstLimit' } });
+  });
+
+  it.skipIf(missing('cfn-lint'))('passes cfn-lint (SAM transform included)', () => {
     const result = spawnSync('cfn-lint', [TEMPLATE], { encoding: 'utf8' });
     expect(result.stdout + result.stderr).toBe('');
     expect(result.status).toBe(0);

@@ -10,6 +10,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
+import { type TimeBounds } from '../core/bootstrap/bounds.js';
+import { defaultLimits } from '../core/limits.js';
 import { createPool, type PoolLike, type PoolOptions } from '../core/db/index.js';
 import { createRuntime } from '../functions/index.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
@@ -27,10 +29,10 @@ function expectUnavailable(answer: ApiAnswer, what: string, retryAfter = '1'): v
   expect(answer.headers.get('retry-after'), what).toBe(retryAfter);
 }
 
-/** A fresh bootstrapped database (bootstrapped over a direct connection). */
-async function freshDatabase(): Promise<string> {
+/** A fresh bootstrapped database (bootstrapped over a direct connection), with these time bounds. */
+async function freshDatabase(bounds: Partial<TimeBounds> = {}): Promise<string> {
   const url = await createDatabase(inject('pgAdminUrl'), 'unavail');
-  await bootstrapAppSchema(url);
+  await bootstrapAppSchema(url, { ...defaultLimits, ...bounds });
   return url;
 }
 
@@ -81,13 +83,14 @@ describe('503 service_unavailable, never 500', () => {
     ['statement_timeout', '57014'],
   ] as const) {
     it(`${setting} (${sqlstate}) on every endpoint while an operator holds the tables; the same requests succeed afterwards`, async () => {
-      const url = await freshDatabase();
+      // Bootstrap installs the bound: the role's setting in this database, which every backend
+      // that starts from now on takes (the runtime pool's, direct, through PgBouncer or behind
+      // the Neon forwarder, none of which exists yet), and the lock bound of every function a
+      // request calls.
+      const url = await freshDatabase(setting === 'lock_timeout' ? { lockTimeoutMs: 300 } : { statementTimeoutMs: 300 });
       const admin = new pg.Client({ connectionString: url });
       await admin.connect();
       cleanups.push(() => admin.end());
-      // Applies to every backend that starts from now on: the runtime pool's (direct, through
-      // PgBouncer, or behind the Neon forwarder), none of which exists yet.
-      await admin.query(`ALTER DATABASE "${new URL(url).pathname.slice(1)}" SET ${setting} = '300ms'`);
       const s = await serve(url, runtimePoolOptions(url, 4));
       const c = s.client('alice');
       await initEmpty(c);

@@ -1,5 +1,5 @@
 /**
- * Bytes as Lambda counts them (contract §10): the measure the edge and the client use must equal
+ * Bytes as Lambda counts them (protocol §6): the measure the edge and the client use must equal
  * the UTF-8 length of JSON.stringify exactly, for every string (escapes, control characters,
  * astral characters, lone surrogates), without building the escaped copy.
  */

@@ -1,6 +1,6 @@
 /**
  * Issue 4 (write path): commits under failure and concurrency, and the SQL round trips each
- * write endpoint costs (contract §1: over a pooled database in Lambda they are the latency).
+ * write endpoint costs (docs/protocol.md §1: over a pooled database in Lambda they are the latency).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';

@@ -1,5 +1,5 @@
 /**
- * Issue 4 (write path): the first-connect lifecycle (contract §5 connect) and the scope failures a
+ * Issue 4 (write path): the first-connect lifecycle (docs/protocol.md §5.1) and the scope failures a
  * push meets while a scope is uninitialized, initializing, superseded or expired.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,7 +53,7 @@ describe('write path: connect lifecycle and scope failures', () => {
     }
 
     // The holder reconnecting with pending rows keeps its id and gets a renewed lease.
-    await s.t.exec(`UPDATE sync.scope_state SET lease_expires_at = now() + interval '100 seconds'
+    await s.t.operator(`UPDATE sync.scope_state SET lease_expires_at = now() + interval '100 seconds'
                      WHERE user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = $1)`, [user]);
     const renewed = await a.post('/sync/connect', { has_local_pending_rows: true });
     expectStatus(renewed, 200);
@@ -99,7 +99,7 @@ describe('write path: connect lifecycle and scope failures', () => {
     expectStatus(create, 200);
     const listId = uuid();
     expectStatus(await a.post(`/sync/push-sessions/${create.body.push_id}/chunks`, { start_row_ordinal: 0, rows: [list(listId, 'late')] }), 200);
-    await s.t.exec(`UPDATE sync.scope_state SET lease_expires_at = now() - interval '1 second'
+    await s.t.operator(`UPDATE sync.scope_state SET lease_expires_at = now() - interval '1 second'
                      WHERE user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = $1)`, [user]);
     const late = await a.post(`/sync/push-sessions/${create.body.push_id}/commit`);
     expectStatus(late, 410, 'initialization_expired');

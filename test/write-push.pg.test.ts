@@ -1,6 +1,6 @@
 /**
  * Issue 4 (write path): every code of push-session create, chunk upload, commit and delete, with
- * its HTTP status and body (contract §5, §6), plus the hashes recomputed on the client side.
+ * its HTTP status and body (docs/protocol.md §5.2, §7), plus the hashes recomputed on the client side.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
@@ -209,7 +209,7 @@ describe('write path: push sessions', () => {
     const created = await create(c, { source_bundle_id: 1, planned_row_count: 2 });
     const base = `/sync/push-sessions/${created.body.push_id}`;
     expectStatus(await c.post(`${base}/chunks`, { start_row_ordinal: 0, rows: [list(uuid(), 'a')] }), 200);
-    await s.t.exec(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second' WHERE push_id = $1`, [created.body.push_id]);
+    await s.t.operator(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second' WHERE push_id = $1`, [created.body.push_id]);
     expectStatus(await c.post(`${base}/chunks`, { start_row_ordinal: 1, rows: [list(uuid(), 'b')] }), 410, 'push_session_expired');
     expectStatus(await c.post(`${base}/commit`), 410, 'push_session_expired');
   });
@@ -232,8 +232,8 @@ describe('write path: push sessions', () => {
     expectStatus(converged, 200);
     expect(converged.body).toEqual(done3);
     // A bundle at or below the last committed one whose record was pruned: source_sequence_changed.
-    await s.t.exec(`DELETE FROM sync.bundle_rows WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
-    await s.t.exec(`DELETE FROM sync.bundle_log WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
+    await s.t.operator(`DELETE FROM sync.bundle_rows WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
+    await s.t.operator(`DELETE FROM sync.bundle_log WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
     const changed = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
     expectStatus(changed, 409, 'source_sequence_changed');
     expect(changed.body.last_source_bundle_id).toBe(3);
@@ -253,6 +253,46 @@ describe('write path: push sessions', () => {
     expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [rowsB[0]!.key['id']])).rows[0].n).toBe(0);
   });
 
+  // Issue 15 item 3: without request_hash both sessions answered "committed" and only the first
+  // one's rows existed. The server now compares the rows themselves.
+  it('two sessions of one bundle without request_hash and with different rows: the loser gets push_request_mismatch', async () => {
+    const c = await user('p-race-nohash');
+    const rowsA = [list(uuid(), 'A')];
+    const rowsB = [list(uuid(), 'B')];
+    const a = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
+    const b = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
+    expectStatus(await c.post(`/sync/push-sessions/${a.body.push_id}/chunks`, { start_row_ordinal: 0, rows: rowsA }), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${b.body.push_id}/chunks`, { start_row_ordinal: 0, rows: rowsB }), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${a.body.push_id}/commit`), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${b.body.push_id}/commit`), 409, 'push_request_mismatch');
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [rowsB[0]!.key['id']])).rows[0].n).toBe(0);
+    // The same rows again, by a session without a hash: they are the committed ones, so it converges.
+    const again = await push(c, rowsA, { sourceBundleId: 1, requestHash: false });
+    expectStatus(again, 200);
+    expect(again.body).toMatchObject({ status: 'committed', bundle_seq: 1, source_bundle_id: 1 });
+    // With the client's hash the committed tuple is recognised at create, as before.
+    const known = await create(c, { source_bundle_id: 1, planned_row_count: 1, request_hash: requestHash(rowsA) });
+    expect(known.body).toMatchObject({ status: 'already_committed', bundle_seq: 1 });
+  });
+
+  it('create without request_hash for a committed tuple stages the rows so commit can compare them', async () => {
+    const c = await user('p-late-nohash');
+    const rowsA = [list(uuid(), 'A')];
+    await pushOk(c, rowsA, { sourceBundleId: 1, requestHash: false });
+    // "already_committed" here would tell a client whose rows differ that they were applied.
+    const late = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
+    expectStatus(late, 200);
+    expect(late.body.status).toBe('staging');
+    const rowsB = [list(uuid(), 'B')];
+    expectStatus(await c.post(`/sync/push-sessions/${late.body.push_id}/chunks`, { start_row_ordinal: 0, rows: rowsB }), 200);
+    expectStatus(await c.post(`/sync/push-sessions/${late.body.push_id}/commit`), 409, 'push_request_mismatch');
+    // A hash sent later for the tuple is compared with the hash of the rows that committed.
+    const mismatch = await create(c, { source_bundle_id: 1, planned_row_count: 1, request_hash: requestHash(rowsB) });
+    expectStatus(mismatch, 409, 'push_request_mismatch');
+    const same = await create(c, { source_bundle_id: 1, planned_row_count: 1, request_hash: requestHash(rowsA) });
+    expect(same.body).toMatchObject({ status: 'already_committed', bundle_seq: 1 });
+  });
+
   it('request_hash: the client-computed hash is accepted, a wrong one is refused at commit', async () => {
     const c = await user('p-hash');
     const listId = uuid();
@@ -262,6 +302,7 @@ describe('write path: push sessions', () => {
       {
         schema: 'app', table: 'kinds', key: { code: 'k\u00e9y' }, op: 'INSERT', base_row_version: 0,
         payload: { big: '4611686018427387904', amount: '-12345678901234.5678', ratio: 0.1, flag: false, seen_at: '2024-02-29T12:34:56.123456Z',
+          // eslint-disable-next-line no-loss-of-precision -- a double JSON number, canonicalised as such
           meta: { z: [1e21, 1e-7, -0, 1.5, 'x'], a: { '\ud83d\ude00': 1, '\uffff': 2, b: null }, n: 12345678901234567890 }, label: 'L', blob: '' },
       },
     ];
@@ -341,6 +382,9 @@ describe('write path: limits (small SYNC_LIMIT_* overrides)', () => {
         SYNC_LIMIT_MAX_BYTES_PER_BUNDLE: '6000',
         SYNC_LIMIT_MAX_REQUEST_BYTES: '4000',
         SYNC_LIMIT_MAX_RESPONSE_BYTES: '2000',
+        // Room for a page's envelopes inside so small an answer (core/limits.ts asserts there is).
+        SYNC_LIMIT_RESPONSE_ENVELOPE_BYTES: '300',
+        SYNC_LIMIT_PAGE_ENVELOPE_BYTES: '300',
       },
     });
   });
@@ -399,8 +443,10 @@ describe('write path: limits (small SYNC_LIMIT_* overrides)', () => {
       expect(Buffer.byteLength(JSON.stringify(p))).toBeLessThanOrEqual(2000);
     }
     expect(bundleHash(got)).toBe(committed.bundle_hash);
-    // A single row bigger than the budget still comes alone (a page always carries one row).
-    const huge = await pushOk(c, [list(uuid(), 'h'.repeat(3000)), list(uuid(), 'small')], { sourceBundleId: 2 });
+    // A row no response could carry is refused at commit (protocol §6), the source bundle unused;
+    // a row that fills most of a page comes alone (a page always carries one row).
+    expectStatus(await push(c, [list(uuid(), 'h'.repeat(3000)), list(uuid(), 'small')], { sourceBundleId: 2 }), 413, 'payload_too_large');
+    const huge = await pushOk(c, [list(uuid(), 'h'.repeat(1150)), list(uuid(), 'small')], { sourceBundleId: 2 });
     const page = await c.get(`/sync/committed-bundles/${huge.bundle_seq}/rows`);
     expect(page.body.rows).toHaveLength(1);
     expect(page.body).toMatchObject({ next_row_ordinal: 1, has_more: true });

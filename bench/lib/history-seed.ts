@@ -41,7 +41,8 @@ export async function cloneTemplate(admin: pg.Pool, t: Template, prefix: string,
   const client = await admin.connect();
   try {
     await client.query('BEGIN');
-    await client.query("SET LOCAL session_replication_role = 'replica'");
+    // Seeding is no request: the statement bound bootstrap installs on the role does not apply.
+    await client.query("SET LOCAL session_replication_role = 'replica'; SET LOCAL statement_timeout = 0");
     await client.query(
       `CREATE TEMP TABLE seed_map ON COMMIT DROP AS
          SELECT nextval('sync.user_pk_seq') AS user_pk, $1 || g AS user_id FROM generate_series($2::integer, $3::integer - 1) g`,

@@ -1,4 +1,4 @@
-/** Row generators and the client-side request hash (RFC 8785 + SHA-256, contract §4). */
+/** Row generators and the client-side request hash (RFC 8785 + SHA-256, docs/protocol.md §4.3). */
 import { createHash, randomUUID } from 'node:crypto';
 import canonicalize from 'canonicalize';
 

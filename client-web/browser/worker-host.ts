@@ -19,9 +19,10 @@
  * `owner_changed` (their outcome is unknown; every client method is safe to call again).
  */
 import type { ClientConfig, Progress, SyncClient, TableConfig } from '../api.js';
+import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import { openClient } from '../client.js';
 import { openOpfsSqlite } from '../sqlite/opfs.js';
-import type { SqliteDb } from '../sqlite/port.js';
+import type { SqlValue, SqliteDb } from '../sqlite/port.js';
 import type { RetryPolicy } from '../transport.js';
 import {
   CHANGING_METHODS,
@@ -35,6 +36,7 @@ import {
   type WireError,
   type WorkerOpenConfig,
   type WorkerRole,
+  type WorkerStartOptions,
 } from './protocol.js';
 
 /** What the app's worker entry fixes once: its local schema and how the client runs. */
@@ -43,6 +45,8 @@ export interface WorkerHostOptions {
   readonly schemaSql: string;
   readonly tables: readonly TableConfig[];
   readonly watch?: 'off' | 'long-poll';
+  /** What a push does with a rejected bundle (ClientConfig.onRejected); default `hold`. */
+  readonly onRejected?: 'hold' | 'quarantine';
   readonly retry?: RetryPolicy;
   readonly pageRows?: number;
   /** Opens the database; defaults to OPFS (openOpfsSqlite). */
@@ -83,8 +87,11 @@ async function openWithRetry(open: () => Promise<SqliteDb>, timeoutMs: number): 
   }
 }
 
-/** Runs one method against the open client and database. */
-async function execute(client: SyncClient, call: Call, signal: AbortSignal): Promise<unknown> {
+/**
+ * Runs one method against the open client and database. The app's SQL goes through `client.db`,
+ * so its writes reach the sync loop (a sync after a quiet moment) and its key checks.
+ */
+async function execute(client: SyncClient, call: Call, signal: AbortSignal, loop: { start(options: WorkerStartOptions): void }): Promise<unknown> {
   const db = client.db;
   const [a, b] = call.args;
   switch (call.method) {
@@ -111,9 +118,23 @@ async function execute(client: SyncClient, call: Call, signal: AbortSignal): Pro
     case 'pullToStable':
       return client.pullToStable();
     case 'rebuild':
-      return client.rebuild();
+      return client.rebuild((a ?? {}) as { rotateSource?: SourceReplacementReason });
     case 'discardRejected':
       return client.discardRejected();
+    case 'quarantineRejected':
+      return client.quarantineRejected();
+    case 'quarantined':
+      return client.quarantined();
+    case 'requeueQuarantined':
+      return client.requeueQuarantined(a as number, b as Readonly<Record<string, SqlValue>> | undefined);
+    case 'dropQuarantined':
+      return client.dropQuarantined(a as number);
+    case 'start':
+      return loop.start((a ?? {}) as WorkerStartOptions);
+    case 'stop':
+      return client.stop();
+    case 'requestSync':
+      return client.requestSync();
     case 'detach':
       return client.detach();
     case 'pendingStatus':
@@ -143,6 +164,17 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
   const forwarded = new Map<number, string>();
   /** Owner: abort controllers of running calls (watch), by `from:id`. */
   const running = new Map<string, AbortController>();
+  /**
+   * The sync loop's options once any tab started it: the owner runs the loop, and a tab that
+   * takes over starts it again with the same options.
+   */
+  let loopOptions: WorkerStartOptions | undefined;
+  const loop = {
+    start(options: WorkerStartOptions): void {
+      loopOptions = options;
+      client?.start(options);
+    },
+  };
 
   const toMain = (message: FromWorker) => scope.postMessage(message);
   const toChannel = (message: OnChannel) => channel?.postMessage(message);
@@ -177,7 +209,7 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
     const key = `${call.from}:${call.id}`;
     running.set(key, controller);
     try {
-      const value = await execute(client, call, controller.signal);
+      const value = await execute(client, call, controller.signal, loop);
       reply(call.from, call.id, { value });
       if (CHANGING_METHODS.has(call.method)) emit({ type: 'change', method: call.method });
     } catch (error) {
@@ -216,11 +248,14 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
         db,
         tables: options.tables,
         watch: options.watch ?? 'long-poll',
+        ...(options.onRejected ? { onRejected: options.onRejected } : {}),
         onProgress: (progress: Progress) => emit({ type: 'progress', progress }),
         ...(options.retry ? { retry: options.retry } : {}),
         ...(options.pageRows ? { pageRows: options.pageRows } : {}),
       };
       client = await openClient(clientConfig);
+      client.onStatus((status) => emit({ type: 'status', status }));
+      if (loopOptions) client.start(loopOptions);
     } catch (error) {
       openFailure = { ...toWireError(error), code: 'open_failed' };
     }
@@ -300,6 +335,9 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
         token = message.token;
         return;
       case 'call':
+        // This tab asked for the loop: should it take the database over later, it runs the loop too.
+        if (message.method === 'start') loopOptions = (message.args[0] ?? {}) as WorkerStartOptions;
+        if (message.method === 'stop') loopOptions = undefined;
         dispatch({ from: workerId, id: message.id, method: message.method, args: message.args });
         return;
       case 'abort': {

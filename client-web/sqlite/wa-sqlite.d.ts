@@ -10,7 +10,10 @@ declare module 'wa-sqlite/src/examples/AccessHandlePoolVFS.js' {
    * A synchronous OPFS VFS over a pool of FileSystemSyncAccessHandles (dedicated worker only).
    * Typed against the global SQLiteVFS rather than VFS.Base, whose shipped xRead typing is stale.
    */
+  // The shipped class and the global interface describe one object; merging them is the point.
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type
   export interface AccessHandlePoolVFS extends SQLiteVFS {}
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
   export class AccessHandlePoolVFS {
     constructor(directoryPath: string);
     readonly name: string;

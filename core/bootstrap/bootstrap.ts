@@ -34,10 +34,12 @@ import { introspectTable, type TableInfo } from './introspect.js';
 import { validateEnvelope } from './validate-envelope.js';
 import { describeLayout, diffDescriptions, type DescriptionFormat } from './describe.js';
 import { migrateLayout, readLayoutVersion, type LayoutVersion } from './migrate.js';
+import { BOOTSTRAP_LOCK_KEY } from './lock.js';
+import { boundFunctions, DEFAULT_BOUNDS, functionsToBound, installRoleBounds, type RoleBoundsOutcome, type TimeBounds } from './bounds.js';
 import { diffCatalog, type StoredEntry } from './evolve.js';
 import { type CatalogColumn } from '../sync/catalog/compat.js';
 
-const BOOTSTRAP_LOCK_KEY = 7020140421;
+export { BOOTSTRAP_LOCK_KEY };
 
 export interface BootstrapOptions {
   readonly tables: readonly RegisteredTableDecl[];
@@ -51,6 +53,10 @@ export interface BootstrapOptions {
   readonly retainedBundlesPerUser?: number;
   /** Tests only: stop the layout at this version instead of this build's. */
   readonly targetLayoutVersion?: number;
+  /** Time bounds to install (bounds.ts); the limits' defaults when absent. */
+  readonly bounds?: TimeBounds;
+  /** Install the role's timeout settings in this database (default true; SYNC_ROLE_TIMEOUTS=off). */
+  readonly roleBounds?: boolean;
 }
 
 export interface BootstrapResult {
@@ -66,6 +72,8 @@ export interface BootstrapResult {
   readonly applied: readonly SchemaChange[];
   /** True when nothing was written (a read-only verification). */
   readonly unchanged: boolean;
+  /** What became of the role's timeout settings (bounds.ts). */
+  readonly roleBounds: RoleBoundsOutcome;
 }
 
 const CATALOG_SQL_FIELDS = [
@@ -76,10 +84,14 @@ const CATALOG_SQL_FIELDS = [
 
 type StoredRow = StoredEntry & { readonly applyOrder: number; readonly sql: Readonly<Record<string, string>> };
 
+/** Refuses a server outside PostgreSQL 16.x and 17.x, given its `server_version_num`. */
+export function assertSupportedServerVersion(serverVersionNum: number): void {
+  if (serverVersionNum < 160000 || serverVersionNum >= 180000) throw new UnsupportedServerVersionError(serverVersionNum);
+}
+
 async function checkServerVersion(db: Queryable): Promise<void> {
   const [row] = await db.query<{ v: number }>(sql`SELECT current_setting('server_version_num')::int AS v`);
-  const v = row?.v ?? 0;
-  if (v < 160000 || v >= 180000) throw new UnsupportedServerVersionError(v);
+  assertSupportedServerVersion(row?.v ?? 0);
 }
 
 async function introspectAll(db: Queryable, tables: readonly RegisteredTableDecl[]): Promise<TableInfo[]> {
@@ -123,9 +135,11 @@ function descriptionFormat(meta: ReadonlyMap<string, string>): DescriptionFormat
 }
 
 /** Managed objects equal the stored description; drift fails (it is never repaired silently). */
-async function verifyManaged(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
-  const meta = await readMeta(tx).catch(() => null);
-  if (!meta) throw new ManagedLayoutMismatchError(['table sync.meta is missing or unreadable']);
+async function verifyManaged(tx: Queryable): Promise<void> {
+  // Never a `.catch` around a failing read here: inside a transaction the failure aborts it, and
+  // the next statement would report 25P02. readLayoutVersion checked the bookkeeping's shape.
+  if (!(await readLayoutVersion(tx))) throw new ManagedLayoutMismatchError(['the schema sync is missing']);
+  const meta = await readMeta(tx);
   const problems: string[] = [];
   if (meta.get('ready') !== 'true') problems.push('the layout is not marked ready (sync.meta ready)');
   const stored = meta.get('layout_description');
@@ -170,6 +184,8 @@ interface Plan {
   readonly catalog: readonly CatalogEntry[];
   readonly changes: readonly SchemaChange[];
   readonly triggers: readonly TriggerSpec[];
+  /** Request functions whose lock bound is missing or another one. */
+  readonly unbounded: readonly string[];
 }
 
 async function plan(tx: Queryable, opts: BootstrapOptions): Promise<Plan> {
@@ -179,12 +195,13 @@ async function plan(tx: Queryable, opts: BootstrapOptions): Promise<Plan> {
   const catalog = buildCatalog(infos, tableIds(stored));
   const changes = layout ? diffCatalog(stored, catalog, infos) : [];
   const triggers = layout ? await missingTriggers(tx, infos, catalog) : [];
-  return { layout, infos, stored, catalog, changes, triggers };
+  const unbounded = layout ? await functionsToBound(tx, opts.bounds ?? DEFAULT_BOUNDS) : [];
+  return { layout, infos, stored, catalog, changes, triggers, unbounded };
 }
 
 function needsWrite(p: Plan, target: number): boolean {
   if (!p.layout || p.layout.version < target) return true;
-  if (p.changes.length > 0 || p.triggers.length > 0) return true;
+  if (p.changes.length > 0 || p.triggers.length > 0 || p.unbounded.length > 0) return true;
   const byName = new Map(p.stored.map((s) => [`${s.schema}.${s.table}`, s]));
   return p.catalog.some((e) => !sameEntry(byName.get(`${e.schema}.${e.table}`), e));
 }
@@ -250,6 +267,8 @@ async function adoptFresh(tx: Queryable, infos: readonly TableInfo[], catalog: r
     FROM numbered n JOIN sync.user_state u ON u.user_id = n.scope
     GROUP BY u.user_pk
     RETURNING row_count::text AS n`);
+  // Each user's adoption bundle is a committed bundle (status: bundles_committed).
+  if (rows.length > 0) await tx.query(sql`SELECT sync.count('bundles_committed', ${rows.length})`);
   return rows.reduce((sum, r) => sum + Number(r.n), 0);
 }
 
@@ -268,7 +287,7 @@ async function adoptNewTables(tx: Queryable, entries: readonly CatalogEntry[], r
     for (const e of entries) {
       await tx.query(sql`
         INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)
-        SELECT nextval('sync.capture_seq'), txid_current(), s.table_id, s.key_bytes, false, s.payload
+        SELECT nextval('sync.capture_seq'), txid_current(), s.table_id, s.key_bytes, false, s.payload_text::jsonb
           FROM (${raw(e.snapshotSql.replaceAll('$1', quoteLiteral(scope)))}) s ORDER BY s.key_bytes`);
     }
     const [row] = await tx.query<{ answer: { row_count: number } | null }>(sql`SELECT sync.server_bundle_finish(${retained}) AS answer`);
@@ -277,7 +296,7 @@ async function adoptNewTables(tx: Queryable, entries: readonly CatalogEntry[], r
   return adopted;
 }
 
-async function storeDescription(tx: Queryable, infos: readonly TableInfo[]): Promise<void> {
+async function storeDescription(tx: Queryable): Promise<void> {
   const description = await describeLayout(tx, 2);
   await tx.query(sql`
     INSERT INTO sync.meta (key, value) VALUES ('layout_description', ${JSON.stringify(description)}), ('layout_description_format', '2')
@@ -301,7 +320,7 @@ async function write(tx: Queryable, opts: BootstrapOptions, target: number): Pro
   const before = await plan(tx, opts);
   const fresh = before.layout === null;
   // Drift before the upgrade is drift too: migrations must not paper over it.
-  if (!fresh) await verifyManaged(tx, before.infos);
+  if (!fresh) await verifyManaged(tx);
   const names = opts.tables.map((t) => `${quoteIdent(t.schema)}.${quoteIdent(t.table)}`);
   // Writers wait while existing rows are adopted (a fresh layout); otherwise only DDL waits.
   await tx.simple(`LOCK TABLE ${names.join(', ')} IN ${fresh ? 'SHARE ROW EXCLUSIVE' : 'ACCESS SHARE'} MODE`);
@@ -328,8 +347,10 @@ async function write(tx: Queryable, opts: BootstrapOptions, target: number): Pro
     INSERT INTO sync.meta (key, value) VALUES ('schema_version', ${String(schemaVersion)}), ('ready', 'true')
     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`);
   if (fresh) await tx.query(sql`INSERT INTO sync.meta (key, value) VALUES ('created_at', now()::text) ON CONFLICT (key) DO NOTHING`);
-  await storeDescription(tx, p.infos);
-  await verifyManaged(tx, p.infos);
+  // After the migrations, which re-create functions without it: the description records it.
+  await boundFunctions(tx, opts.bounds ?? DEFAULT_BOUNDS);
+  await storeDescription(tx);
+  await verifyManaged(tx);
   return { created: fresh, catalog: p.catalog, adopted, from: migrated.from, to: migrated.to, schemaVersion, applied: p.changes };
 }
 
@@ -342,25 +363,28 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
   const target = opts.targetLayoutVersion ?? LAYOUT_VERSION;
   const readOnly = { readOnly: true, isolation: Isolation.repeatableRead } as const;
   const p = await db.runTx((tx) => plan(tx, opts), readOnly);
+  const roleBounds = (): Promise<RoleBoundsOutcome> =>
+    opts.roleBounds === false ? Promise.resolve('skipped' as const) : installRoleBounds(db, opts.bounds ?? DEFAULT_BOUNDS);
   if (p.layout && p.layout.version > target) {
     // A newer build upgraded the layout (a rollback, or an older function's deploy): change nothing.
     const range = servable(p.layout, { version: target, minServed: target });
     if (!range.ok) throw new LayoutIncompatibleError(range.detail);
     const meta = await db.runTx((tx) => readMeta(tx), readOnly);
     return { created: false, catalog: p.catalog, adoptedRows: 0, layoutFrom: p.layout.version, layoutTo: p.layout.version,
-      schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true };
+      schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true, roleBounds: 'skipped' };
   }
   if (!opts.applySql && !needsWrite(p, target)) {
     const meta = await db.runTx(async (tx) => {
-      await verifyManaged(tx, p.infos);
+      await verifyManaged(tx);
       return readMeta(tx);
     }, readOnly);
     const version = p.layout?.version ?? target;
     return { created: false, catalog: p.catalog, adoptedRows: 0, layoutFrom: version, layoutTo: version,
-      schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true };
+      schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true, roleBounds: await roleBounds() };
   }
   refuseUnsafe(p.changes, opts.accept ?? []);
-  const out = await db.runTx((tx) => write(tx, opts, target), { statementTimeoutMs: 0, lockTimeoutMs: 60_000 });
+  // Bootstrap's own work (adopting large tables) is bounded by nothing but its lock wait.
+  const out = await db.runTx((tx) => write(tx, opts, target), { statementTimeoutMs: 0, lockTimeoutMs: 60_000, queryTimeoutMs: 0 });
   return { created: out.created, catalog: out.catalog, adoptedRows: out.adopted, layoutFrom: out.from, layoutTo: out.to,
-    schemaVersion: out.schemaVersion, applied: out.applied, unchanged: false };
+    schemaVersion: out.schemaVersion, applied: out.applied, unchanged: false, roleBounds: await roleBounds() };
 }

@@ -6,7 +6,9 @@
  */
 import { sql, type Queryable } from '../db/index.js';
 import { quoteLiteral } from '../db/sql.js';
+import { ManagedLayoutMismatchError } from '../errors.js';
 import { LAYOUT_VERSION } from '../layout/version.js';
+import { BOOTSTRAP_LOCK_KEY } from './lock.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 
 /** The migrations are numbered 1, 2, … without gaps, and the last one is this build's version. */
@@ -28,13 +30,25 @@ export interface LayoutVersion {
 /**
  * The layout a database holds: null without a `sync` schema. The first release recorded no
  * minimum safe version; it served only itself, so its minimum is its version.
+ *
+ * A `sync` schema whose own bookkeeping (`sync.meta`, `sync.table_catalog`) is missing or has
+ * another shape is drift, reported as ManagedLayoutMismatchError. It is checked in the catalogs
+ * first: a failing read inside bootstrap's transaction would abort it, and every statement after
+ * it would fail with a raw 25P02 instead of naming what is wrong.
  */
 export async function readLayoutVersion(db: Queryable): Promise<LayoutVersion | null> {
-  const [row] = await db.query<{ has_sync: boolean; has_meta: boolean }>(sql`
+  const [row] = await db.query<{ has_sync: boolean; problems: string[] | null }>(sql`
     SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'sync') AS has_sync,
-           to_regclass('sync.meta') IS NOT NULL AS has_meta`);
+           (SELECT array_agg(problem ORDER BY problem) FROM (
+              SELECT format('table %s is missing', t.name) AS problem FROM (VALUES ('sync.meta'), ('sync.table_catalog')) t(name)
+               WHERE to_regclass(t.name) IS NULL
+              UNION ALL
+              SELECT format('table sync.meta has no text column %s', c.name) FROM (VALUES ('key'), ('value')) c(name)
+               WHERE to_regclass('sync.meta') IS NOT NULL AND NOT EXISTS (
+                 SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass('sync.meta') AND a.attname = c.name
+                    AND a.atttypid = 'text'::regtype AND NOT a.attisdropped)) p) AS problems`);
   if (!row?.has_sync) return null;
-  if (!row.has_meta) return { version: 0, minSafeVersion: 0 };
+  if (row.problems?.length) throw new ManagedLayoutMismatchError([...row.problems, 'the schema sync exists but is not a coherent Lockstep layout']);
   const meta = await db.query<{ key: string; value: string }>(sql`
     SELECT key, value FROM sync.meta WHERE key IN ('layout_version', 'min_safe_version')`);
   const get = (key: string): number | undefined => {
@@ -55,8 +69,10 @@ export interface MigrateResult {
  * transaction. Tests pass a lower target to build older layouts.
  */
 export async function migrateLayout(tx: Queryable, from: number, target = LAYOUT_VERSION, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
-  // Bodies are checked when they run, not when a migration creates them (see migration.ts).
-  await tx.simple(`SELECT set_config('check_function_bodies', 'off', true)`);
+  // Under the bootstrap lock (already held when bootstrap calls this): migrations serialise, and
+  // the guard of the sync tables lets their writes through. Bodies are checked when they run,
+  // not when a migration creates them (see migration.ts).
+  await tx.simple(`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY}), set_config('check_function_bodies', 'off', true)`);
   let at = from;
   for (const m of migrations) {
     if (m.version <= from || m.version > target) continue;

@@ -1,10 +1,10 @@
 /**
- * The supported envelope: the specification's server table requirements, rules 1–10. Every
+ * The supported envelope: the registered-table requirements, rules 1–10 of docs/protocol.md §11. Every
  * violation of every table is collected, so one bootstrap run names them all.
  */
 import { type SchemaViolation } from '../errors.js';
 import { type RegisteredTableDecl } from '../config.js';
-import { type TableInfo, type RelationInfo } from './introspect.js';
+import { type TableInfo, type RelationInfo, type ForeignKeyInfo } from './introspect.js';
 import { SCOPE_COLUMN } from '../sync/catalog/names.js';
 const KEY_TYPES = new Set(['uuid', 'text']);
 const ALLOWED_ACTIONS = new Set(['NO ACTION', 'RESTRICT', 'CASCADE', 'SET NULL', 'SET DEFAULT']);
@@ -55,20 +55,30 @@ function checkTable(info: TableInfo, registered: readonly RegisteredTableDecl[],
     out.push(...(rel === info ? local.filter((v) => v.object !== keyColumn) : local));
   }
 
-  // Rules 4–6: unique constraints and indexes.
+  // Rules 4–6: unique constraints and indexes. Rule 4 is the registered table's own; rules 5–6
+  // hold for every uniqueness wherever it is declared (a partition, an inheritance child) and for
+  // exclusion constraints, which are uniqueness too: one that is not scoped by the user lets user
+  // A learn whether user B holds a value (422 against 200) and reserve values B can never use.
   const scopeKey = new Set([SCOPE_COLUMN, keyColumn]);
   const hasScopeKeyUnique = info.uniqueIndexes.some(
-    (u) => !u.partial && !u.expression && u.columns.length === 2 && u.columns.every((c) => scopeKey.has(c)),
+    (u) => u.onRoot && u.kind === 'unique' && !u.partial && !u.expression && u.columns.length === 2 && u.columns.every((c) => scopeKey.has(c)),
   );
   if (!hasScopeKeyUnique) {
     out.push({ rule: '4', table, message: `(${SCOPE_COLUMN}, ${keyColumn}) must be unique: add a primary key or unique constraint on exactly these columns` });
   }
   for (const u of info.uniqueIndexes) {
     const object = u.constraint ?? u.name;
-    if (u.partial) out.push({ rule: '6', table, object, message: 'partial (predicate) unique indexes are unsupported' });
-    if (u.expression) out.push({ rule: '6', table, object, message: 'expression unique indexes are unsupported' });
+    const where = u.onRoot ? '' : ` (declared on ${u.relation}, a descendant of ${table}: uniqueness there crosses users too)`;
+    if (u.kind === 'exclusion') {
+      if (!u.scopeEquality) {
+        out.push({ rule: '5', table: u.relation, object, message: `exclusion constraint on (${u.columns.join(', ')}) must include ${SCOPE_COLUMN} WITH =${where}` });
+      }
+      continue;
+    }
+    if (u.partial) out.push({ rule: '6', table: u.relation, object, message: `partial (predicate) unique indexes are unsupported${where}` });
+    if (u.expression) out.push({ rule: '6', table: u.relation, object, message: `expression unique indexes are unsupported${where}` });
     if (!u.columns.includes(SCOPE_COLUMN)) {
-      out.push({ rule: '5', table, object, message: `unique constraint/index on (${u.columns.join(', ')}) must include ${SCOPE_COLUMN}` });
+      out.push({ rule: '5', table: u.relation, object, message: `unique constraint/index on (${u.columns.join(', ')}) must include ${SCOPE_COLUMN}${where}` });
     }
   }
 
@@ -84,7 +94,35 @@ function checkTable(info: TableInfo, registered: readonly RegisteredTableDecl[],
     if (!fk.deferrable) out.push({ rule: '8', table, object: fk.name, message: 'foreign key must be DEFERRABLE (INITIALLY DEFERRED recommended)' });
     if (!ALLOWED_ACTIONS.has(fk.updateAction)) out.push({ rule: '9', table, object: fk.name, message: `ON UPDATE ${fk.updateAction} is unsupported` });
     if (!ALLOWED_ACTIONS.has(fk.deleteAction)) out.push({ rule: '9', table, object: fk.name, message: `ON DELETE ${fk.deleteAction} is unsupported` });
+    checkSettingActions(table, fk, out);
     if (!ALLOWED_MATCH.has(fk.matchType)) out.push({ rule: '10', table, object: fk.name, message: `MATCH ${fk.matchType} is unsupported (use MATCH SIMPLE)` });
+  }
+}
+
+/**
+ * SET NULL and SET DEFAULT set every referencing column unless they name some, and the
+ * referencing columns of a scoped foreign key include the hidden scope: without a list, every
+ * delete of a parent would null `_sync_scope_id` (NOT NULL: the delete is rejected, naming a
+ * column the client never sees) or reset it to a default (the row would change hands).
+ * PostgreSQL takes a column list on delete only, so on update these actions are refused.
+ */
+function checkSettingActions(table: string, fk: ForeignKeyInfo, out: SchemaViolation[]): void {
+  if (!fk.columns.includes(SCOPE_COLUMN)) return;
+  const others = fk.columns.filter((c) => c !== SCOPE_COLUMN);
+  if ((fk.deleteAction === 'SET NULL' || fk.deleteAction === 'SET DEFAULT') &&
+      (fk.deleteSetColumns.length === 0 || fk.deleteSetColumns.includes(SCOPE_COLUMN))) {
+    out.push({
+      rule: '9', table, object: fk.name,
+      message: `ON DELETE ${fk.deleteAction} would set ${SCOPE_COLUMN} too, so every delete of a parent fails; ` +
+        `name the columns to set: ON DELETE ${fk.deleteAction} (${others.join(', ')})`,
+    });
+  }
+  if (fk.updateAction === 'SET NULL' || fk.updateAction === 'SET DEFAULT') {
+    out.push({
+      rule: '9', table, object: fk.name,
+      message: `ON UPDATE ${fk.updateAction} would set ${SCOPE_COLUMN} too (PostgreSQL takes no column list on update); ` +
+        'use ON UPDATE NO ACTION, RESTRICT or CASCADE',
+    });
   }
 }
 

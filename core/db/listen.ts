@@ -1,6 +1,6 @@
 /**
  * One dedicated LISTEN connection for a long-running process (the local gateway, `npm start`).
- * LISTEN is session state, which a transaction pooler breaks (contract §1), so this never touches
+ * LISTEN is session state, which a transaction pooler breaks (protocol §1), so this never touches
  * the request pool: it is its own `pg` client on a direct URL, and it reconnects by itself.
  */
 export interface Listener {

@@ -1,6 +1,12 @@
 /**
  * Pool factories for the two drivers the core supports. Pools are bounded and created once per
  * container (Lambda reuses them across warm invocations).
+ *
+ * Timeouts (issue 17 item 3): the pool bounds the wait for a connection (`connectTimeoutMs`,
+ * limits.dbConnectTimeoutMs); the wait for an answer is bounded by the Db port itself
+ * (core/db/port.ts: limits.queryTimeoutMs and the request's deadline), the same for both drivers,
+ * since the Neon driver ignores a per-query `query_timeout`. TCP keepalive lets node-postgres
+ * notice a peer that vanished while its connection sat idle in the pool.
  */
 import { defaultLimits } from '../limits.js';
 import { type PoolLike } from './port.js';
@@ -22,7 +28,7 @@ export interface PoolOptions {
   readonly idleTimeoutMs?: number;
 }
 
-// Keep bigint and numeric as exact decimal strings (contract §4); node-postgres does that by
+// Keep bigint and numeric as exact decimal strings (docs/protocol.md §4.2); node-postgres does that by
 // default for int8 (20) and numeric (1700). Timestamps stay text so nothing is lost to Date.
 const TIMESTAMPTZ_OID = 1184;
 const TIMESTAMP_OID = 1114;
@@ -50,6 +56,7 @@ async function createPgPool(options: PoolOptions): Promise<PoolLike> {
     max: options.max,
     idleTimeoutMillis: options.idleTimeoutMs ?? defaultLimits.dbIdleTimeoutMs,
     connectionTimeoutMillis: options.connectTimeoutMs ?? defaultLimits.dbConnectTimeoutMs,
+    keepAlive: true,
     types,
   });
   // An idle client dropped by the server (restart, pooler recycle) must not crash the process.

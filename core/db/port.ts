@@ -3,11 +3,18 @@
  * `@neondatabase/serverless`'s Pool satisfy `PoolLike`, so the same core runs in Lambda over
  * Neon's pooler and locally over `pg`.
  *
- * Pool safety (contract §1): nothing here keeps session state. Transactions set their timeouts
+ * Pool safety (docs/protocol.md §1): nothing here keeps session state. Transactions set their timeouts
  * with `set_config(..., true)` (transaction-local), and the hot endpoints are single statements
  * that call managed functions, so a transaction pooler may hand every statement to another
  * backend.
+ *
+ * Time (issue 17 item 3): every wait a request makes here is bounded on the client too, by
+ * `queryTimeoutMs` and by the request's deadline (the function's remaining time), because a
+ * connection that silently stops answering raises no error the server or the socket would see.
+ * The server's own bounds (statement and lock timeouts, installed by bootstrap) fire first; these
+ * catch what they cannot, and always before the function itself is killed.
  */
+import { SyncError } from '../errors.js';
 import { type SqlFragment } from './sql.js';
 
 export interface QueryResultLike {
@@ -21,6 +28,9 @@ export interface QueryClientLike {
 
 export interface PoolClientLike extends QueryClientLike {
   release(destroy?: Error | boolean): void;
+  /** Both drivers' clients are event emitters: a dead socket is also an 'error' event. */
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 export interface PoolLike extends QueryClientLike {
@@ -38,8 +48,29 @@ export type Isolation = (typeof Isolation)[keyof typeof Isolation];
 export interface TxOptions {
   readonly isolation?: Isolation;
   readonly readOnly?: boolean;
+  /** 0: no server-side statement timeout (bootstrap's adoption of large tables). */
   readonly statementTimeoutMs?: number;
   readonly lockTimeoutMs?: number;
+  /** 0: no client-side bound on each statement of this transaction (bootstrap). */
+  readonly queryTimeoutMs?: number;
+}
+
+/** The bounds a Db applies; the last two are client-side and optional (tools and tests omit them). */
+export interface DbBounds {
+  readonly statementTimeoutMs: number;
+  readonly lockTimeoutMs: number;
+  /** Client-side bound of one statement: a silently dropped connection never answers. */
+  readonly queryTimeoutMs?: number;
+  /** Client-side bound of waiting for a connection (a free slot, or a new one). */
+  readonly connectTimeoutMs?: number;
+}
+
+/** Who a request's database work is for, and until when it may run. */
+export interface RequestScope {
+  /** The user whose share of the pool it uses (PoolShare); none for unauthenticated routes. */
+  readonly owner?: string | undefined;
+  /** Epoch milliseconds after which nothing may still wait on the database. */
+  readonly deadline?: number | undefined;
 }
 
 /** Counts SQL round trips of one request; tests and benchmarks read it. */
@@ -59,63 +90,235 @@ function lastResult(result: QueryResultLike | QueryResultLike[]): QueryResultLik
   return Array.isArray(result) ? (result[result.length - 1] ?? { rows: [], rowCount: 0 }) : result;
 }
 
+/** A wait that ran out: no SQLSTATE, so the edge answers 503 and commit reports an unknown outcome. */
+function timedOut(message: string): Error {
+  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
+}
+
+/**
+ * True when the connection cannot be trusted after this error: no SQLSTATE (a socket error, a
+ * client-side timeout with the statement maybe still running), or the server ended the session.
+ * An ordinary SQL error leaves the connection usable, so it goes back to the pool.
+ */
+function connectionBroken(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  return code.startsWith('08') || code.startsWith('57P');
+}
+
+/** `promise`, or a rejection after `ms`; `onLate` gets the value if it arrives after that. */
+function within<T>(promise: Promise<T>, ms: number, error: () => Error, onLate?: (value: T) => void): Promise<T> {
+  if (!Number.isFinite(ms)) return promise;
+  return new Promise<T>((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(error());
+    }, Math.max(0, ms));
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        if (late) onLate?.(value);
+        else resolve(value);
+      },
+      (reason: unknown) => {
+        clearTimeout(timer);
+        if (!late) reject(reason);
+      },
+    );
+  });
+}
+
+/**
+ * A share of the pool per user: one user's requests hold at most `perOwner` connections at once,
+ * so a user whose work is stuck (waiting on a lock, a slow statement) leaves the rest of the pool
+ * to the others. Requests beyond the share wait for one of the user's own to finish, at most the
+ * connect timeout, then answer 429 rate_limited.
+ */
+export class PoolShare {
+  private readonly held = new Map<string, number>();
+  private readonly waiting = new Map<string, Array<() => void>>();
+
+  constructor(readonly perOwner: number) {}
+
+  async acquire(owner: string, timeoutMs: number): Promise<() => void> {
+    const have = this.held.get(owner) ?? 0;
+    if (have < this.perOwner) {
+      this.held.set(owner, have + 1);
+      return this.releaser(owner);
+    }
+    await new Promise<void>((resolve, reject) => {
+      const queue = this.waiting.get(owner) ?? [];
+      this.waiting.set(owner, queue);
+      let granted = false;
+      const grant = (): void => {
+        granted = true;
+        clearTimeout(timer);
+        resolve();
+      };
+      queue.push(grant);
+      const timer = setTimeout(() => {
+        if (granted) return;
+        queue.splice(queue.indexOf(grant), 1);
+        if (queue.length === 0) this.waiting.delete(owner);
+        reject(new SyncError('rate_limited', `this user already has ${this.perOwner} requests waiting on the database; retry later`,
+          { limit: 'pool_share_per_user' }, 1));
+      }, Math.max(0, timeoutMs));
+    });
+    return this.releaser(owner);
+  }
+
+  private releaser(owner: string): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      // A waiting request of the same user takes the place over; otherwise it is freed.
+      const next = this.waiting.get(owner)?.shift();
+      if (next) {
+        if (this.waiting.get(owner)?.length === 0) this.waiting.delete(owner);
+        next();
+        return;
+      }
+      const have = (this.held.get(owner) ?? 1) - 1;
+      if (have <= 0) this.held.delete(owner);
+      else this.held.set(owner, have);
+    };
+  }
+}
+
 class ClientQueryable implements Queryable {
+  /** Set when a statement ran out of time: the connection may still be busy, so it is dropped. */
+  broken: Error | undefined;
+
   constructor(
     private readonly client: QueryClientLike,
     readonly roundTrips: RoundTripCounter,
+    private readonly limitMs: () => number = () => Infinity,
   ) {}
+
+  private run(text: string, values?: unknown[]): Promise<QueryResultLike | QueryResultLike[]> {
+    if (this.broken) return Promise.reject(this.broken);
+    const limit = this.limitMs();
+    if (limit <= 0) return Promise.reject(timedOut('the request ran out of time before the statement was sent'));
+    this.roundTrips.count++;
+    const sent = values === undefined ? this.client.query(text) : this.client.query(text, values);
+    return within(sent, limit, () => {
+      this.broken = timedOut(`the database did not answer within ${Math.round(limit)} ms`);
+      return this.broken;
+    });
+  }
 
   async query<R>(fragment: SqlFragment): Promise<R[]> {
     const { text, values } = fragment.toQuery();
-    this.roundTrips.count++;
-    return lastResult(await this.client.query(text, values)).rows as R[];
+    return lastResult(await this.run(text, values)).rows as R[];
   }
 
   async simple(text: string): Promise<void> {
-    this.roundTrips.count++;
-    await this.client.query(text);
+    await this.run(text);
   }
 }
 
 /**
- * A request's view of the database: the shared pool plus this request's round-trip counter.
- * Create one per request with `Db.forRequest`.
+ * A request's view of the database: the shared pool plus this request's round-trip counter,
+ * owner and deadline. Create one per request with `Db.forRequest`.
  */
 export class Db implements Queryable {
-  private readonly direct: ClientQueryable;
-
   constructor(
     readonly pool: PoolLike,
-    readonly defaults: { statementTimeoutMs: number; lockTimeoutMs: number },
+    readonly defaults: DbBounds,
     readonly roundTrips: RoundTripCounter = new RoundTripCounter(),
-  ) {
-    this.direct = new ClientQueryable(pool, roundTrips);
+    readonly share?: PoolShare,
+    readonly scope: RequestScope = {},
+  ) {}
+
+  /** A view that shares the pool (and its per-user shares) but counts round trips on its own. */
+  forRequest(scope: RequestScope = {}): Db {
+    return new Db(this.pool, this.defaults, new RoundTripCounter(), this.share, scope);
   }
 
-  /** A view that shares the pool but counts round trips on its own. */
-  forRequest(): Db {
-    return new Db(this.pool, this.defaults, new RoundTripCounter());
+  /** Milliseconds left before the request's deadline (Infinity without one). */
+  private remainingMs(): number {
+    return this.scope.deadline === undefined ? Infinity : this.scope.deadline - Date.now();
+  }
+
+  /** The client-side bound of the next statement: the query timeout, cut to the deadline. */
+  private statementLimitMs(override?: number): number {
+    const configured = override ?? this.defaults.queryTimeoutMs;
+    return Math.min(configured === undefined || configured <= 0 ? Infinity : configured, this.remainingMs());
+  }
+
+  /**
+   * A place in the owner's share, then a pooled connection, both within the connect bound. While
+   * checked out, the connection's 'error' events (its socket died) are noted, not thrown: the
+   * query in flight fails with the same error, and `giveBack` drops the connection.
+   */
+  private async checkout(): Promise<{ client: PoolClientLike; giveBack: (error?: Error) => void }> {
+    const waitMs = Math.min(this.defaults.connectTimeoutMs ?? Infinity, this.remainingMs());
+    if (waitMs <= 0) throw timedOut('the request ran out of time before it reached the database');
+    const started = Date.now();
+    const leave = this.share && this.scope.owner !== undefined ? await this.share.acquire(this.scope.owner, Number.isFinite(waitMs) ? waitMs : 60_000) : () => {};
+    let client: PoolClientLike;
+    try {
+      const left = waitMs - (Date.now() - started);
+      client = await within(this.pool.connect(), left, () => timedOut('timeout exceeded when trying to connect'), (late) => late.release());
+    } catch (error) {
+      leave();
+      throw error;
+    }
+    let died: Error | undefined;
+    const noteError = (error: Error): void => {
+      died ??= error;
+    };
+    client.on('error', noteError);
+    return {
+      client,
+      giveBack: (error) => {
+        client.removeListener('error', noteError);
+        client.release(error ?? died ?? false);
+        leave();
+      },
+    };
+  }
+
+  /** Runs one autocommit statement (`run`) on a checked-out connection. */
+  private async single<T>(run: (q: ClientQueryable) => Promise<T>): Promise<T> {
+    const { client, giveBack } = await this.checkout();
+    const q = new ClientQueryable(client, this.roundTrips, () => this.statementLimitMs());
+    let broken: Error | undefined;
+    try {
+      return await run(q);
+    } catch (error) {
+      if (q.broken || connectionBroken(error)) broken = error instanceof Error ? error : new Error(String(error));
+      throw error;
+    } finally {
+      giveBack(broken);
+    }
   }
 
   query<R = Record<string, unknown>>(fragment: SqlFragment): Promise<R[]> {
-    return this.direct.query<R>(fragment);
+    return this.single((q) => q.query<R>(fragment));
   }
 
   simple(text: string): Promise<void> {
-    return this.direct.simple(text);
+    return this.single((q) => q.simple(text));
   }
 
   /**
    * Runs `fn` in one transaction on one pooled connection. BEGIN and the transaction-local
    * timeouts go out as a single simple-protocol message, so a transaction costs two round trips
-   * more than its statements (BEGIN…, COMMIT).
+   * more than its statements (BEGIN…, COMMIT). The statement timeout is cut to the request's
+   * deadline; a statement the client stops waiting for drops the connection (no ROLLBACK is sent
+   * down a connection that does not answer; the server ends the transaction with the session).
    */
   async runTx<T>(fn: (tx: Queryable) => Promise<T>, options: TxOptions = {}): Promise<T> {
-    const client = await this.pool.connect();
-    const tx = new ClientQueryable(client, this.roundTrips);
+    const { client, giveBack } = await this.checkout();
+    const tx = new ClientQueryable(client, this.roundTrips, () => this.statementLimitMs(options.queryTimeoutMs));
     const isolation = options.isolation ?? Isolation.readCommitted;
     const mode = options.readOnly ? ' READ ONLY' : '';
-    const statementMs = Math.trunc(options.statementTimeoutMs ?? this.defaults.statementTimeoutMs);
+    const configured = Math.trunc(options.statementTimeoutMs ?? this.defaults.statementTimeoutMs);
+    const remaining = this.remainingMs();
+    const statementMs = Number.isFinite(remaining) ? Math.max(1, Math.min(configured > 0 ? configured : Infinity, Math.trunc(remaining))) : configured;
     const lockMs = Math.trunc(options.lockTimeoutMs ?? this.defaults.lockTimeoutMs);
     let broken: Error | undefined;
     try {
@@ -127,15 +330,18 @@ export class Db implements Queryable {
       await tx.simple('COMMIT');
       return result;
     } catch (error) {
-      try {
-        await tx.simple('ROLLBACK');
-      } catch (rollbackError) {
-        // The connection itself is gone; do not hand it back to the pool.
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      if (tx.broken) broken = tx.broken;
+      else {
+        try {
+          await tx.simple('ROLLBACK');
+        } catch (rollbackError) {
+          // The connection itself is gone; do not hand it back to the pool.
+          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        }
       }
       throw error;
     } finally {
-      client.release(broken ?? false);
+      giveBack(broken);
     }
   }
 }

@@ -1,4 +1,4 @@
-/** POST /sync/connect (contract §5). */
+/** POST /sync/connect (docs/protocol.md §5.1). */
 import { z } from 'zod';
 
 export const ConnectRequest = z.strictObject({ has_local_pending_rows: z.boolean() });

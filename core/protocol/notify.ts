@@ -1,5 +1,5 @@
 /**
- * Push notifications (contract §10): what the server sends on `GET /sync/ws` (a WebSocket locally,
+ * Push notifications (protocol §5.9): what the server sends on `GET /sync/ws` (a WebSocket locally,
  * an API Gateway WebSocket API in AWS) after each commit of the connection's user, and what a
  * client may send. Clients authenticate the upgrade with `?token=<JWT>&source_id=<source>`,
  * because browsers cannot set headers on a WebSocket.

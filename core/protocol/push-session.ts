@@ -1,4 +1,4 @@
-/** Push sessions: create, chunk, commit (specification endpoints, contract §5). */
+/** Push sessions: create, chunk, commit (docs/protocol.md §5.2). */
 import { z } from 'zod';
 import { PushedRow } from './rows.js';
 

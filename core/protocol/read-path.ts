@@ -1,4 +1,4 @@
-/** Pull, committed-bundle pages and snapshot sessions (contract §4–§5). */
+/** Pull, committed-bundle pages and snapshot sessions (docs/protocol.md §5.3–§5.6, §6). */
 import { z } from 'zod';
 import { CommittedRow, SnapshotRow } from './rows.js';
 

@@ -1,4 +1,4 @@
-/** Row shapes on the wire (specification "Row shapes", contract §4). */
+/** Row shapes on the wire (docs/protocol.md §4.1). */
 import { z } from 'zod';
 
 export const Op = z.enum(['INSERT', 'UPDATE', 'DELETE']);

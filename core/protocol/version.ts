@@ -8,5 +8,5 @@ export const PROTOCOL_VERSION = 1;
 /** The header every authenticated /sync/* request carries. */
 export const SOURCE_ID_HEADER = 'sync-source-id';
 
-/** 1–128 characters of [A-Za-z0-9._:-] (contract §2). */
+/** 1–128 characters of [A-Za-z0-9._:-] (docs/protocol.md §2). */
 export const SOURCE_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -7,7 +7,7 @@
  * of quote-heavy text is a 7 MB event or result, which Lambda refuses (API Gateway then answers
  * its own 413, or a 502 for the result).
  *
- * `max_request_bytes` and `max_response_bytes` bound these serialized sizes (contract §10).
+ * `max_request_bytes` and `max_response_bytes` bound these serialized sizes (protocol §6).
  */
 const encoder = new TextEncoder();
 

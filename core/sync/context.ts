@@ -3,6 +3,7 @@ import { type Queryable } from '../db/index.js';
 import { SyncError, isErrorCode, assert } from '../errors.js';
 import { type Limits } from '../limits.js';
 import { type Catalog } from './catalog/catalog.js';
+import { type PendingCounters } from './meta/counters.js';
 
 /** The authenticated caller: a trusted user id and the device's source id. */
 export interface Actor {
@@ -14,6 +15,8 @@ export interface SyncContext {
   readonly db: Queryable;
   readonly limits: Limits;
   readonly catalog: Catalog;
+  /** Counts this runtime could not record yet (the database was unreachable). */
+  readonly pending: PendingCounters;
 }
 
 /** A JSON body rendered by PostgreSQL, passed to the client without re-serialising it. */
@@ -46,7 +49,25 @@ export function pageSize(requested: number | undefined, fallback: number, max: n
   return Math.min(requested ?? fallback, max);
 }
 
-/** The byte budget for a page body: the response limit less room for the envelope. */
+/**
+ * The byte budget of a page body, in the bytes Lambda counts: the body's UTF-8 once escaped as a
+ * JSON string (the managed functions measure rows with sync.wire_bytes). The response limit less
+ * the function result's envelope. A compressing edge never exceeds it: it sends the compressed
+ * form only when its base64 is smaller than the escaped text.
+ */
 export function pageBudgetBytes(limits: Limits): number {
-  return Math.floor(limits.maxResponseBytes * 0.9);
+  return limits.maxResponseBytes - reserve(limits, limits.responseEnvelopeBytes);
 }
+
+/** The largest committed row, in escaped bytes, that a page can carry alone; commit refuses larger ones. */
+export function rowWireBytesMax(limits: Limits): number {
+  return pageBudgetBytes(limits) - reserve(limits, limits.pageEnvelopeBytes);
+}
+
+/** An envelope reserve, never more than an eighth of a (test-sized) response limit. */
+function reserve(limits: Limits, bytes: number): number {
+  return Math.min(bytes, Math.floor(limits.maxResponseBytes / 8));
+}
+
+/** SQLSTATE of finalize_bundle's refusal of a row no response could carry (→ 413 payload_too_large). */
+export const ROW_TOO_LARGE_SQLSTATE = 'LS413';

@@ -11,9 +11,17 @@ LANGUAGE sql IMMUTABLE AS $fn$
 $fn$
 `);
 
+/**
+ * timestamptz → RFC 3339 in UTC with microseconds. Years 1–9999 take the to_char path alone (the
+ * common case, one comparison more than before); the rest are the infinities or expanded years.
+ */
 export const rfc3339Sql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.rfc3339(p_ts timestamptz) RETURNS text LANGUAGE sql STABLE AS $fn$
-  SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+  SELECT CASE WHEN p_ts >= '0001-01-01 00:00:00+00'::timestamptz AND p_ts < '10000-01-01 00:00:00+00'::timestamptz
+              THEN to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+              WHEN NOT isfinite(p_ts) THEN p_ts::text
+              ELSE sync.iso_year(extract(year FROM p_ts AT TIME ZONE 'UTC')::integer)
+                   || to_char(p_ts AT TIME ZONE 'UTC', '-MM-DD"T"HH24:MI:SS.US"Z"') END
 $fn$
 `);
 
@@ -39,5 +47,19 @@ $fn$
 export const rowBytesSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.row_bytes(p_payload jsonb, p_key_bytes bytea) RETURNS bigint LANGUAGE sql IMMUTABLE AS $fn$
   SELECT coalesce(octet_length(p_payload::text), 4)::bigint + 2 * octet_length(p_key_bytes) + 160
+$fn$
+`);
+
+/**
+ * Bytes a text takes once embedded as a JSON string, as Lambda counts a response body inside its
+ * function result (protocol §6: quotes, backslashes and control characters escaped; UTF-8
+ * otherwise, as both PostgreSQL and JSON.stringify leave it). Page budgets are in these bytes.
+ * Its argument is always JSON text, which holds no raw control characters, so the escaped size
+ * is its UTF-8 length plus one byte per quote and backslash: two replace() passes, twice as
+ * fast as escaping it with to_json.
+ */
+export const wireBytesSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.wire_bytes(p_text text) RETURNS integer LANGUAGE sql STABLE AS $fn$
+  SELECT octet_length(p_text) * 3 - octet_length(replace(p_text, '"', '')) - octet_length(replace(p_text, '\', ''))
 $fn$
 `);

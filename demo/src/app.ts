@@ -1,24 +1,33 @@
 /**
  * The demo's main thread: sign-in, the lists and todos UI, and the sync status bar. The data lives
  * in SQLite (OPFS) inside the sync worker (worker.ts); this file only sends SQL and client calls
- * there and renders what comes back, so the app works the same offline. SyncLoop decides when to
- * sync; the service worker (sw.ts) caches this shell so a reload works offline too.
+ * there and renders what comes back, so the app works the same offline. The client's own sync
+ * loop (`client.start()`) decides when to sync and reports its status; the service worker (sw.ts)
+ * caches this shell so a reload works offline too.
  */
 import { connectSyncWorker, WorkerCallError, type WorkerSyncClient } from '../../client-web/browser/worker-client.js';
-import type { PendingStatus, Progress } from '../../client-web/api.js';
+import type { PendingStatus, Progress, QuarantinedRow, SyncStatus } from '../../client-web/api.js';
 import { dbNameFor } from './local-schema.js';
 import { clearSession, loadSession, mintDevToken, saveSession, type Session } from './session.js';
-import { ATTACHMENT_BYTES_MAX, createStore, TODOS_SHOWN_MAX, type ListRow, type Store, type TodoRow } from './store.js';
-import { SyncLoop, type SyncState } from './sync-loop.js';
+import { ATTACHMENT_BYTES_MAX, createStore, TODOS_PAGE_SIZE, type ListRow, type Store, type TodoRow } from './store.js';
+import { watchServerReturn, type ServerWatch } from './reconnect.js';
+import { attachText, errorText, quarantineText, rejectionText } from './texts.js';
 import { byId, el, formatBytes, reconcile, setInputValue } from './view.js';
 
 interface Running {
   readonly session: Session;
   readonly client: WorkerSyncClient;
   readonly store: Store;
-  readonly loop: SyncLoop;
   readonly selectedKey: string;
   selectedListId: string | null;
+  /** The page of the selected list's to-dos on screen (0-based). */
+  todoPage: number;
+  /** A to-do to scroll into view once rendered (the one just added). */
+  revealTodoId: string | null;
+  /** Conflicts counted when the notice was last dismissed: it shows again when more arrive. */
+  conflictsDismissed: number;
+  /** Probes the server while it is unreachable, to resume syncing as soon as it is back. */
+  readonly serverWatch: ServerWatch;
   /** Ends the event subscriptions of this session. */
   readonly off: (() => void)[];
 }
@@ -28,9 +37,9 @@ let current: Running | null = null;
 const describe = (error: unknown): string => (error instanceof WorkerCallError ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error));
 
 function showError(error: unknown): void {
-  const box = byId('sync-error');
-  box.textContent = describe(error);
-  box.hidden = false;
+  console.warn('lockstep demo:', describe(error));
+  byId('sync-error-text').textContent = errorText(describe(error));
+  byId('sync-error').hidden = false;
 }
 
 /** Runs a UI action; a failure is shown, never left as an unhandled rejection. */
@@ -68,7 +77,8 @@ async function signOut(): Promise<void> {
   const run = current;
   if (!run) return;
   const blocked = byId('sign-out-blocked');
-  if (navigator.onLine) await run.loop.syncNow();
+  // One last sync, so what is pending can leave before the detach (which refuses while it is there).
+  if (navigator.onLine) await run.client.sync().catch(() => undefined);
   const result = await run.client.detach();
   if (result.status === 'blocked') {
     blocked.textContent = `Sign-out blocked: ${result.pendingRows} pending row${result.pendingRows === 1 ? ' is' : 's are'} not synced yet. Go online and sync first.`;
@@ -85,7 +95,7 @@ async function endSession(): Promise<void> {
   const run = current;
   if (!run) return;
   current = null;
-  run.loop.stop();
+  run.serverWatch.stop();
   for (const off of run.off) off();
   await run.client.close();
 }
@@ -108,18 +118,11 @@ function startSession(session: Session): void {
     store: createStore(client),
     selectedKey,
     selectedListId: localStorage.getItem(selectedKey),
+    todoPage: 0,
+    revealTodoId: null,
+    conflictsDismissed: 0,
+    serverWatch: watchServerReturn(() => void run.client.requestSync()),
     off: [],
-    loop: new SyncLoop({
-      client,
-      userId: session.userId,
-      isActive: () => client.role === 'owner',
-      refreshToken: async () => {
-        const fresh = await mintDevToken(session.userId);
-        saveSession(fresh);
-        client.setToken(fresh.token);
-      },
-      onChange: (state) => renderSyncState(state),
-    }),
   };
   current = run;
   run.off.push(
@@ -128,21 +131,32 @@ function startSession(session: Session): void {
       const badge = byId('tab-role');
       badge.dataset['state'] = role;
       badge.textContent = role === 'owner' ? 'this tab syncs' : role === 'follower' ? 'another tab syncs' : 'starting';
-      renderSyncState(run.loop.state);
-      if (role === 'owner') run.loop.request(0);
+      if (client.status) renderSyncStatus(client.status);
     }),
-    client.on('change', ({ method }) => {
-      scheduleRender();
-      // Writes from any tab reach the owner as change events; it syncs them, debounced.
-      if ((method === 'run' || method === 'transaction' || method === 'exec') && client.role === 'owner') run.loop.request();
+    // Any tab's writes and syncs: re-read the rows (the owner's loop syncs the writes by itself).
+    client.on('change', () => scheduleRender()),
+    client.on('status', (status) => {
+      renderSyncStatus(status);
+      if (status.lastError?.code === 'authentication_failed') act(() => refreshToken(run));
     }),
   );
   scheduleRender();
-  run.loop.start().catch((error: unknown) => {
+  // The library's sync loop, in whichever tab owns the database: attach this user if needed, then
+  // sync after writes, on watch wake-ups, on `online` and visibility, with backoff. A refused source
+  // (a cloned or restored database) rotates by itself.
+  client.start({ userId: session.userId, recoverSource: true, backoff: { baseMs: 1000, maxMs: 15_000 } }).catch((error: unknown) => {
     showError(error);
     // The first start of a device needs the server (its table specs); try again when online.
     if (error instanceof WorkerCallError && error.code === 'open_failed') addEventListener('online', () => location.reload(), { once: true });
   });
+}
+
+/** The server refused the token (it expired): get a fresh one and sync again. */
+async function refreshToken(run: Running): Promise<void> {
+  const fresh = await mintDevToken(run.session.userId);
+  saveSession(fresh);
+  run.client.setToken(fresh.token);
+  await run.client.requestSync();
 }
 
 // ── Rendering ───────────────────────────────────────────────────────────────────────────────────
@@ -175,6 +189,7 @@ function coalesced(task: () => Promise<void>): () => void {
 function scheduleRender(): void {
   renderRows();
   renderPending();
+  renderQuarantined();
 }
 
 const renderRows = coalesced(async () => {
@@ -183,7 +198,10 @@ const renderRows = coalesced(async () => {
   const [lists, counts] = [await run.store.lists(), await run.store.counts()];
   if (current !== run) return;
   if (!lists.some((l) => l.id === run.selectedListId)) run.selectedListId = lists[0]?.id ?? null;
-  const todos = run.selectedListId ? await run.store.todos(run.selectedListId) : [];
+  const selected = lists.find((l) => l.id === run.selectedListId);
+  // Past the last page (to-dos deleted, or another list): the last page there is.
+  run.todoPage = Math.max(0, Math.min(run.todoPage, Math.ceil((selected?.todoCount ?? 0) / TODOS_PAGE_SIZE) - 1));
+  const todos = run.selectedListId ? await run.store.todos(run.selectedListId, run.todoPage) : [];
   byId('count-lists').textContent = String(counts.lists);
   byId('count-todos').textContent = String(counts.todos);
   byId('count-rows').textContent = String(counts.lists + counts.todos);
@@ -201,54 +219,121 @@ const renderPending = coalesced(async () => {
 function renderStatus(status: PendingStatus): void {
   byId('pending-rows').textContent = String(status.dirtyRows + status.frozenRows);
   byId('checkpoint').textContent = String(status.checkpoint);
-  const rejected = status.rejected;
-  byId('rejected').hidden = rejected === null;
-  byId('rejected-message').textContent = rejected ? `${rejected.code}: ${rejected.message}` : '';
+  renderRejected(status.rejected);
 }
 
-function renderSyncState(state: Readonly<SyncState>): void {
-  const online = navigator.onLine && state.reachable;
+function renderRejected(rejected: { readonly code: string; readonly message: string } | null): void {
+  const box = byId('rejected');
+  const text = rejected ? rejectionText(rejected.code, rejected.message) : '';
+  if (rejected && box.hidden) console.info('lockstep demo: the server rejected the bundle:', `${rejected.code}: ${rejected.message}`);
+  box.hidden = rejected === null;
+  byId('rejected-message').textContent = text;
+}
+
+/** Rows the server refused, set aside by the client (the quarantine), each with its reason. */
+function renderQuarantine(run: Running, rows: readonly QuarantinedRow[]): void {
+  byId('quarantine').hidden = rows.length === 0;
+  reconcile(
+    byId('quarantine-list'),
+    rows,
+    (row) => String(row.id),
+    (row) => {
+      const li = el('li', { testid: 'quarantined' });
+      const what = row.row?.['title'] ?? row.key;
+      li.append(
+        el('span', {}, `${row.table === 'todos' ? 'to-do' : 'list'} “${String(what)}” was set aside: ${row.dependsOn === null ? quarantineText(row.code, row.message) : 'it depends on another change the server refused.'} `),
+        el('button', { testid: 'quarantine-retry', title: 'push it again', onclick: () => act(() => run.client.requeueQuarantined(row.id)) }, 'Retry'),
+        el('button', { testid: 'quarantine-drop', title: 'forget this change', onclick: () => act(() => run.client.dropQuarantined(row.id)) }, 'Drop'),
+      );
+      return li;
+    },
+    (li, row) => {
+      li.dataset['key'] = row.key;
+    },
+  );
+}
+
+const renderQuarantined = coalesced(async () => {
+  const run = current;
+  if (!run) return;
+  const rows = await run.client.quarantined();
+  if (current === run) renderQuarantine(run, rows);
+});
+
+/** How the first connect of this device went, as the client reports it ("remote authoritative: 12 rows hydrated"). */
+function attachNote(attach: SyncStatus['attach']): string {
+  if (attach?.status === 'attached') return `${attach.resolution.replaceAll('_', ' ')}${attach.hydratedRows ? `: ${attach.hydratedRows} rows hydrated` : ''}`;
+  return attach?.status === 'retry_later' ? 'the server is initializing this user' : '';
+}
+
+function renderSyncStatus(status: SyncStatus): void {
+  const run = current;
+  const unreachable = status.phase === 'backoff' || status.lastError?.code === 'network_error';
+  const online = navigator.onLine && !unreachable;
+  const syncing = status.phase === 'syncing';
   const net = byId('net-state');
-  net.dataset['state'] = state.syncing && online ? 'syncing' : online ? 'online' : 'offline';
-  net.textContent = !navigator.onLine ? 'offline' : !state.reachable ? 'server unreachable' : state.syncing ? 'syncing…' : 'online';
-  byId('last-sync').textContent = state.lastSyncedAt
-    ? `last synced ${new Date(state.lastSyncedAt).toLocaleTimeString()}`
+  net.dataset['state'] = syncing && online ? 'syncing' : online ? 'online' : 'offline';
+  net.textContent = !navigator.onLine ? 'offline' : unreachable ? 'server unreachable' : syncing ? 'syncing…' : 'online';
+  // The loop backs off while the server is down; the probe resumes it the moment it is back.
+  if (navigator.onLine && unreachable) run?.serverWatch.probe();
+  byId('last-sync').textContent = status.lastSyncedAt
+    ? `last synced ${new Date(status.lastSyncedAt).toLocaleTimeString()}`
     : current?.client.role === 'follower'
       ? 'synced by another tab'
-      : state.attached
+      : status.attachedUserId
         ? 'not synced this session'
         : 'not attached yet';
-  byId('attach-note').textContent = state.attachNote ?? '';
-  const conflicts = byId('conflicts');
-  conflicts.hidden = state.conflictsResolved === 0;
-  conflicts.textContent = `${state.conflictsResolved} conflict${state.conflictsResolved === 1 ? '' : 's'} resolved: another device changed the same rows first, and the server's version was kept.`;
-  const error = byId('sync-error');
-  error.hidden = state.lastError === null;
-  error.textContent = state.lastError ? `last error: ${state.lastError}` : '';
-  const phase = byId('progress-phase');
-  if (!state.syncing && phase.textContent === 'downloaded, applying') phase.textContent = 'hydrated';
-  if (state.rejected) {
-    byId('rejected').hidden = false;
-    byId('rejected-message').textContent = `${state.rejected.code}: ${state.rejected.message}`;
-  }
+  byId('attach-note').textContent = attachText(attachNote(status.attach));
+  renderConflicts(status.conflictsResolved);
+  // A held rejection has its own notice.
+  const lastError = status.rejected ? null : status.lastError;
+  byId('sync-error').hidden = lastError === null;
+  byId('sync-error-text').textContent = lastError ? errorText(`${lastError.code}: ${lastError.message}`) : '';
+  if (lastError) console.warn('lockstep demo: sync failed:', `${lastError.code}: ${lastError.message}`);
+  // The progress bar belongs to one sync: when it ends, so does the bar.
+  if (!syncing) hideProgress();
+  renderRejected(status.rejected);
   scheduleRender();
+}
+
+function renderConflicts(resolved: number): void {
+  const run = current;
+  const unseen = resolved - (run?.conflictsDismissed ?? 0);
+  byId('conflicts').hidden = unseen <= 0;
+  byId('conflicts-text').textContent =
+    `${unseen === 1 ? 'One change' : `${unseen} changes`} made here met a newer change from another device; the other device’s version was kept.`;
 }
 
 /** Small pushes and pulls finish before a bar could say anything; hydrations always show it. */
 const PROGRESS_ROWS_MIN = 1000;
 
 function renderProgress(progress: Progress): void {
-  if (progress.phase !== 'hydrate' && progress.rowsTotal < PROGRESS_ROWS_MIN) return;
+  // Nothing to count (an empty account) is nothing to show.
+  if (progress.rowsTotal === 0 || (progress.phase !== 'hydrate' && progress.rowsTotal < PROGRESS_ROWS_MIN)) return;
   byId('progress').hidden = false;
-  const fraction = progress.rowsTotal > 0 ? Math.min(1, progress.rowsDone / progress.rowsTotal) : 1;
-  byId<HTMLProgressElement>('progress-bar').value = fraction;
-  const complete = progress.rowsDone >= progress.rowsTotal;
-  // The last step of a hydration (replacing the local tables in one transaction) comes after the last page.
-  byId('progress-phase').textContent = progress.phase === 'hydrate' ? (complete ? 'downloaded, applying' : 'hydrating') : progress.phase === 'pull' ? 'pulling' : 'pushing';
-  byId('progress-text').textContent = `${progress.rowsDone} / ${progress.rowsTotal} rows (${Math.round(fraction * 100)}%)`;
+  const bar = byId<HTMLProgressElement>('progress-bar');
+  const fraction = Math.min(1, progress.rowsDone / progress.rowsTotal);
+  const rows = progress.rowsTotal.toLocaleString('en');
+  if (progress.phase === 'hydrate' && progress.rowsDone >= progress.rowsTotal) {
+    // Every page is here; saving them into the local tables (one transaction) takes a while
+    // more, with nothing to count: an indeterminate bar says work goes on, until the sync ends.
+    bar.removeAttribute('value');
+    byId('progress-phase').textContent = 'Saving on this device';
+    byId('progress-text').textContent = `${rows} rows…`;
+    return;
+  }
+  bar.value = fraction;
+  byId('progress-phase').textContent = progress.phase === 'hydrate' ? 'Downloading your data' : progress.phase === 'pull' ? 'Receiving changes' : 'Sending changes';
+  byId('progress-text').textContent = `${progress.rowsDone.toLocaleString('en')} / ${rows} rows (${Math.round(fraction * 100)}%)`;
+}
+
+function hideProgress(): void {
+  byId('progress').hidden = true;
+  byId<HTMLProgressElement>('progress-bar').value = 0;
 }
 
 function selectList(run: Running, id: string): void {
+  if (run.selectedListId !== id) run.todoPage = 0;
   run.selectedListId = id;
   localStorage.setItem(run.selectedKey, id);
   scheduleRender();
@@ -295,9 +380,13 @@ function renderTodos(run: Running, lists: readonly ListRow[], todos: readonly To
   const list = lists.find((l) => l.id === run.selectedListId);
   byId('current-list').textContent = list ? list.title : 'No list selected';
   byId('new-todo-form').hidden = !list;
-  const more = byId('todos-more');
-  more.hidden = !list || list.todoCount <= TODOS_SHOWN_MAX;
-  more.textContent = list ? `showing the first ${TODOS_SHOWN_MAX} of ${list.todoCount} to-dos` : '';
+  const count = list?.todoCount ?? 0;
+  const pages = Math.ceil(count / TODOS_PAGE_SIZE);
+  byId('todos-pager').hidden = pages <= 1;
+  byId('todos-more').textContent =
+    pages > 1 ? `${run.todoPage * TODOS_PAGE_SIZE + 1}–${Math.min(count, (run.todoPage + 1) * TODOS_PAGE_SIZE)} of ${count} to-dos` : '';
+  byId<HTMLButtonElement>('todos-prev').disabled = run.todoPage === 0;
+  byId<HTMLButtonElement>('todos-next').disabled = run.todoPage >= pages - 1;
   reconcile(
     byId('todos'),
     todos,
@@ -331,6 +420,18 @@ function renderTodos(run: Running, lists: readonly ListRow[], todos: readonly To
       attachment.textContent = todo.attachmentName ? `${todo.attachmentName} (${formatBytes(todo.attachmentBytes ?? 0)})` : '';
     },
   );
+  if (run.revealTodoId) {
+    byId('todos').querySelector(`[data-key="${run.revealTodoId}"]`)?.scrollIntoView({ block: 'nearest' });
+    run.revealTodoId = null;
+  }
+}
+
+/** Shows another page of the selected list's to-dos. */
+function turnPage(delta: number): void {
+  const run = current;
+  if (!run) return;
+  run.todoPage = Math.max(0, run.todoPage + delta);
+  scheduleRender();
 }
 
 async function download(run: Running, todoId: string): Promise<void> {
@@ -365,13 +466,33 @@ byId<HTMLFormElement>('new-todo-form').addEventListener('submit', (event) => {
   if (file && file.size > ATTACHMENT_BYTES_MAX) return showError(new Error(`attachments are limited to ${formatBytes(ATTACHMENT_BYTES_MAX)} in this demo`));
   input.value = '';
   fileInput.value = '';
-  act(async () => run.store.addTodo(listId, title, file ? { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) } : null));
+  act(async () => {
+    const id = await run.store.addTodo(listId, title, file ? { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) } : null);
+    // A new to-do comes last: show the last page, and the new to-do on it.
+    const list = (await run.store.lists()).find((l) => l.id === listId);
+    run.todoPage = Math.max(0, Math.ceil((list?.todoCount ?? 0) / TODOS_PAGE_SIZE) - 1);
+    run.revealTodoId = id;
+    scheduleRender();
+  });
 });
 
-byId('sync-now').addEventListener('click', () => act(() => current?.loop.syncNow() ?? Promise.resolve()));
-byId('discard-rejected').addEventListener('click', () => act(() => current?.loop.discardRejected() ?? Promise.resolve()));
-addEventListener('online', () => current && renderSyncState(current.loop.state));
-addEventListener('offline', () => current && renderSyncState(current.loop.state));
+byId('todos-prev').addEventListener('click', () => turnPage(-1));
+byId('todos-next').addEventListener('click', () => turnPage(1));
+byId('dismiss-conflicts').addEventListener('click', () => {
+  if (!current) return;
+  const resolved = current.client.status?.conflictsResolved ?? 0;
+  current.conflictsDismissed = resolved;
+  renderConflicts(resolved);
+});
+
+byId('sync-now').addEventListener('click', () => act(() => current?.client.requestSync() ?? Promise.resolve()));
+byId('discard-rejected').addEventListener('click', () => act(async () => void (await current?.client.discardRejected())));
+for (const type of ['online', 'offline']) {
+  addEventListener(type, () => {
+    const status = current?.client.status;
+    if (status) renderSyncStatus(status);
+  });
+}
 
 // ── Start ───────────────────────────────────────────────────────────────────────────────────────
 
@@ -384,7 +505,21 @@ async function registerShell(): Promise<void> {
   badge.textContent = 'works offline';
 }
 
-registerShell().catch((error: unknown) => console.warn('service worker not registered', error));
-const saved = loadSession();
-if (saved) startSession(saved);
-else showSignIn();
+/**
+ * Over plain http to anything but localhost the browser withholds what the app needs (OPFS,
+ * service workers, crypto.randomUUID): say so instead of failing on the first of them.
+ */
+function showInsecure(): void {
+  byId('insecure').hidden = false;
+  byId('insecure-origin').textContent = location.origin;
+  byId<HTMLAnchorElement>('insecure-local').href = `http://localhost:${location.port || '80'}/`;
+  byId('insecure-local').textContent = `http://localhost:${location.port || '80'}`;
+}
+
+if (!isSecureContext) showInsecure();
+else {
+  registerShell().catch((error: unknown) => console.warn('service worker not registered', error));
+  const saved = loadSession();
+  if (saved) startSession(saved);
+  else showSignIn();
+}

@@ -24,8 +24,8 @@ export interface Counts {
   readonly todos: number;
 }
 
-/** Todos shown per list; the rest are counted, not rendered. */
-export const TODOS_SHOWN_MAX = 200;
+/** To-dos shown at once; a longer list is paged. */
+export const TODOS_PAGE_SIZE = 200;
 /** Attachments travel base64 in push chunks of at most 4 MiB; a small cap keeps them well inside. */
 export const ATTACHMENT_BYTES_MAX = 512 * 1024;
 
@@ -44,11 +44,12 @@ export function createStore(db: WorkerSyncClient) {
       return rows.map((r) => ({ id: r.id, title: r.title, todoCount: Number(r.n) }));
     },
 
-    async todos(listId: string): Promise<TodoRow[]> {
+    /** One page of a list's to-dos in position order (new ones come last). */
+    async todos(listId: string, page: number): Promise<TodoRow[]> {
       // todos_by_list serves both the filter and the order.
       const rows = await db.query<{ id: string; title: string; done: number; attachment_name: string | null; size: number | null }>(
-        'SELECT id, title, done, attachment_name, length(attachment) AS size FROM todos WHERE list_id = ? ORDER BY position, id LIMIT ?',
-        [listId, TODOS_SHOWN_MAX]);
+        'SELECT id, title, done, attachment_name, length(attachment) AS size FROM todos WHERE list_id = ? ORDER BY position, id LIMIT ? OFFSET ?',
+        [listId, TODOS_PAGE_SIZE, page * TODOS_PAGE_SIZE]);
       return rows.map((r) => ({ id: r.id, title: r.title, done: Number(r.done) === 1, attachmentName: r.attachment_name, attachmentBytes: r.size === null ? null : Number(r.size) }));
     },
 

@@ -6,8 +6,10 @@ hostSyncWorker({
   schemaSql: LOCAL_SCHEMA_SQL,
   tables: DEMO_TABLES,
   watch: 'long-poll',
-  // The app loops on its own (debounced writes, `online` events, watch), so a request that
-  // fails twice is reported at once instead of retried for half a minute while offline.
+  // A refused change is set aside (the quarantine notice lists it), and the rest syncs.
+  onRejected: 'quarantine',
+  // The client's sync loop retries with its own backoff, so a request that fails twice is
+  // reported at once instead of retried for half a minute while offline.
   retry: { maxAttempts: 2, baseDelayMs: 200, maxDelayMs: 1000 },
   // Snapshot pages of 2,000 rows: a hydration of 20,000 rows moves the progress bar in ten steps
   // (the server's largest page, 5,000, would give four) at about the same total time.

@@ -3,11 +3,10 @@
  * map the outcome. Routes stay thin: they validate input and call the core.
  */
 import { SyncError } from '../../core/errors.js';
+import { type Limits } from '../../core/limits.js';
 import { type Db } from '../../core/db/index.js';
-import { type Actor, type RawJson, type SyncContext } from '../../core/sync/index.js';
-import { LAMBDA_PAYLOAD_BYTES_MAX } from '../../core/limits.js';
+import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
 import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
-import { serializedBytesWithBody, utf8Bytes } from '../../core/protocol/wire-bytes.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
@@ -20,11 +19,6 @@ export interface RouteContext {
   readonly actor: Actor;
   /** The core context; loads the catalog on the container's first request. */
   sync(): Promise<SyncContext>;
-  /**
-   * Serves one page of a page reader (pull, committed-bundle rows, snapshot chunks) within
-   * max_response_bytes as Lambda counts the result (see `fitPage`).
-   */
-  page(read: (sync: SyncContext) => Promise<RawJson>): Promise<EdgeAnswer>;
   /** Aborts when the caller is gone (the local gateway's connection closed); never in Lambda. */
   readonly signal: AbortSignal | undefined;
   /**
@@ -44,14 +38,27 @@ export interface Route {
 }
 
 /**
- * What a caller may pass besides the event. Lambda passes its own context object here, which
- * has no `signal`; the local gateway passes one that aborts when the HTTP client goes away.
+ * What the handlers use of Lambda's context object (absent locally), and what the local gateway
+ * passes instead: a signal that aborts when the HTTP client goes away (Lambda's has none).
  */
-export interface InvokeOptions {
+export interface LambdaContext {
+  getRemainingTimeInMillis?: () => number;
   readonly signal?: AbortSignal;
 }
 
-export type LambdaHandler = (event: HttpApiEvent, options?: InvokeOptions) => Promise<HttpResult>;
+export type LambdaHandler = (event: HttpApiEvent, context?: LambdaContext) => Promise<HttpResult>;
+
+/**
+ * When this request must have stopped waiting on the database: `request_timeout_ms` from now,
+ * and in Lambda never later than the function's own timeout less `function_reserve_ms`, so the
+ * typed 503 goes out before Lambda kills the function.
+ */
+function requestDeadline(limits: Limits, context: LambdaContext | undefined): number {
+  const now = Date.now();
+  const remaining = context?.getRemainingTimeInMillis?.();
+  const budget = remaining === undefined ? limits.requestTimeoutMs : Math.min(limits.requestTimeoutMs, remaining - limits.functionReserveMs);
+  return now + budget;
+}
 
 /** A path segment's value; malformed percent-encoding (`%`, `%ZZ`, `%E0%A4%A`) is the client's. */
 function decodeSegment(segment: string): string {
@@ -106,38 +113,6 @@ function findRoute(routes: readonly Route[], routeKey: string | undefined, metho
   throw new SyncError('route_not_found', pathMatched ? `${method} is not supported on ${path}` : `no route for ${method} ${path}`);
 }
 
-/** Page readers asked again with a smaller budget before the page is served as it is. */
-const PAGE_FIT_ATTEMPTS = 4;
-/** Headroom below the response limit for the headers and the result object around the body. */
-const RESULT_ENVELOPE_BYTES = 4096;
-
-/**
- * Reads a page whose function result fits max_response_bytes as Lambda counts it. The page
- * readers budget the body they render; inside the result the body is a JSON string again, so each
- * `"` and `\` of it counts twice, and quote-heavy rows made 7.2 MB results of 4 MiB bodies, which
- * Lambda refuses (that user's sync was stuck). A page whose result is over the limit is read
- * again with the readers' budget scaled by how far it was over; pages are deterministic (frozen
- * ceilings, immutable bundles, frozen snapshots) and always carry at least one row or bundle, so
- * this converges. The fast path measures nothing: a body under half the limit cannot double past it.
- */
-export async function fitPage(
-  sync: SyncContext,
-  read: (sync: SyncContext) => Promise<RawJson>,
-  roundTrips: () => number,
-): Promise<EdgeAnswer> {
-  const limit = Math.min(sync.limits.maxResponseBytes, LAMBDA_PAYLOAD_BYTES_MAX);
-  let ctx = sync;
-  for (let attempt = 1; ; attempt++) {
-    const body = await read(ctx);
-    const answer: EdgeAnswer = { status: 200, body };
-    if (utf8Bytes(body.rawJson) * 2 + RESULT_ENVELOPE_BYTES <= limit) return answer;
-    const bytes = serializedBytesWithBody(toHttp(answer, roundTrips()));
-    if (bytes + RESULT_ENVELOPE_BYTES <= limit || attempt >= PAGE_FIT_ATTEMPTS) return answer;
-    const scaled = Math.floor((ctx.limits.maxResponseBytes * (limit - RESULT_ENVELOPE_BYTES)) / bytes * 0.95);
-    ctx = { ...ctx, limits: { ...ctx.limits, maxResponseBytes: Math.max(1, scaled) } };
-  }
-}
-
 /**
  * Tells a user's WebSocket connections about a commit. The commit stands whatever happens here:
  * a failed notification is logged, never turned into a failed answer.
@@ -148,25 +123,29 @@ async function notifyCommitted(runtime: Runtime, db: Db, userId: string): Promis
     if ((await runtime.catalog(db)).layoutVersion < NOTIFY_LAYOUT_VERSION) return;
     await runtime.notifier.committed(db, userId);
   } catch (error) {
-    console.error('lockstep notification failed', error);
+    console.error(JSON.stringify({ level: 'error', event: 'notification_failed', message: (error as Error).message }));
   }
 }
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
 
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
-  return async (event, options) => {
+  return async (event, context) => {
     let db: Db | undefined;
     let retryAfterSeconds: number | undefined;
     let runtime: Runtime | undefined;
     try {
       runtime = await getRuntime();
-      retryAfterSeconds = runtime.config.limits.unavailableRetryAfterSeconds;
-      db = runtime.db.forRequest();
-      const base = readRequest(event, runtime.config.limits.maxRequestBytes);
+      const { limits } = runtime.config;
+      retryAfterSeconds = limits.unavailableRetryAfterSeconds;
+      const deadline = requestDeadline(limits, context);
+      db = runtime.db.forRequest({ deadline });
+      const base = readRequest(event, limits.maxRequestBytes);
       const { route, params } = findRoute(routes, event.routeKey, base.method, base.path);
       const request: EdgeRequest = { ...base, params };
       const actor = route.auth ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
+      // An authenticated request waits on the database within its user's share of the pool.
+      if (route.auth) db = runtime.db.forRequest({ owner: actor.userId, deadline });
       const requestDb = db;
       const rt = runtime;
       const ctx: RouteContext = {
@@ -174,18 +153,20 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         db: requestDb,
         actor,
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
-        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb) }),
-        page: async (read) => fitPage(await ctx.sync(), read, () => requestDb.roundTrips.count),
-        signal: options?.signal instanceof AbortSignal ? options.signal : undefined,
+        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
+        signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
         committed: (userId) => void committedUsers.add(userId),
       };
       const committedUsers = new Set<string>();
       const answer = await route.run(request, ctx);
       for (const userId of committedUsers) await notifyCommitted(rt, requestDb, userId);
-      return toHttp(answer, requestDb.roundTrips.count);
+      // The database answered this request: record what an outage kept from it (rarely anything).
+      if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
+      return toHttp(answer, requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
+      runtime?.noteError(error);
       return toHttp(errorAnswer(error, retryAfterSeconds), db?.roundTrips.count ?? 0);
     }
   };

@@ -3,7 +3,7 @@
  * query, lower-cased headers, the body text, and the authorizer's claims.
  */
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { SyncError } from '../../core/errors.js';
 import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
@@ -105,7 +105,17 @@ export function pathUuid(request: EdgeRequest, name: string): string {
 
 /** Longest user id claim accepted (the `sub` of a JWT). */
 const USER_ID_MAX_CHARS = 256;
+// NUL is what PostgreSQL text cannot store: matching it is the point.
+// eslint-disable-next-line no-control-regex
 const UNSTORABLE = /\u0000|\p{Surrogate}/u;
+
+/**
+ * A user id claim this service can keep apart from every other: 1–256 characters, none that
+ * PostgreSQL text cannot hold (U+0000) or would fold into U+FFFD (a lone surrogate).
+ */
+export function isStorableUserId(claim: unknown): claim is string {
+  return typeof claim === 'string' && claim.length > 0 && claim.length <= USER_ID_MAX_CHARS && !UNSTORABLE.test(claim);
+}
 
 /**
  * The actor: the trusted user id from the authorizer (JWT claim, or a Lambda authorizer's

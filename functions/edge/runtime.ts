@@ -3,15 +3,20 @@
  * request lives here; Lambda reuses it across warm invocations.
  */
 import { loadConfig, type Config } from '../../core/config.js';
-import { Db, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
-import { loadCatalog, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
+import { Db, PoolShare, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { type DatabaseSecret } from '../../core/db/secret.js';
+import { noteDatabaseError, openDatabase } from './database.js';
+import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
 import { type CommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { type CommitNotifier } from '../../core/sync/notify/connections.js';
 import { lambdaCredentials, managementApiNotifier } from './ws-notifier.js';
 
 export interface Runtime {
   readonly config: Config;
-  /** The container's database handle; `forRequest()` gives each request its own counter. */
+  /**
+   * The container's database handle; `forRequest()` gives each request its own counter, owner
+   * (the user whose share of the pool it uses) and deadline.
+   */
   readonly db: Db;
   /**
    * The registered-table catalog and layout check, loaded on first use and again after
@@ -21,6 +26,10 @@ export interface Runtime {
   catalog(via?: Queryable): Promise<Catalog>;
   /** Forgets the cached catalog (a request met drift); the next request reloads it. */
   invalidateCatalog(): void;
+  /** Counts this container saw while the database was unreachable, recorded by a later request. */
+  readonly pending: PendingCounters;
+  /** A request failed with this error: credentials that stopped working are read again and reported. */
+  noteError(error: unknown): void;
   /** A long-running process's commit feed (one LISTEN connection); absent in Lambda. */
   readonly feed: CommitFeed | undefined;
   /** Posts a user's commits to their WebSocket connections (AWS); absent locally, where the feed does it. */
@@ -31,6 +40,8 @@ export interface Runtime {
 export interface RuntimeServices {
   readonly feed?: CommitFeed | undefined;
   readonly notifier?: CommitNotifier | undefined;
+  /** The Secrets Manager source of the credentials, when they come from one. */
+  readonly secret?: DatabaseSecret | undefined;
 }
 
 /**
@@ -38,12 +49,21 @@ export interface RuntimeServices {
  * older or newer one (the rolling-deploy tests).
  */
 export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD, services: RuntimeServices = {}): Runtime {
-  const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
+  const { limits } = config;
+  // Each user may hold this many of the container's connections at once (at least one).
+  const share = new PoolShare(Math.max(1, Math.floor((config.dbPoolMax * limits.poolSharePerUserPercent) / 100)));
+  const db = new Db(pool, {
+    statementTimeoutMs: limits.statementTimeoutMs,
+    lockTimeoutMs: limits.lockTimeoutMs,
+    queryTimeoutMs: limits.queryTimeoutMs,
+    connectTimeoutMs: limits.dbConnectTimeoutMs,
+  }, undefined, share);
   let cached: Promise<Catalog> | undefined;
   let loadedAt = 0;
   return {
     config,
     db,
+    pending: new PendingCounters(),
     feed: services.feed,
     notifier: services.notifier,
     catalog(via: Queryable = db) {
@@ -60,6 +80,9 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
     invalidateCatalog() {
       cached = undefined;
     },
+    noteError(error) {
+      noteDatabaseError(error, services.secret);
+    },
   };
 }
 
@@ -69,14 +92,7 @@ let fromEnv: Promise<Runtime> | undefined;
 export function runtimeFromEnv(): Promise<Runtime> {
   fromEnv ??= (async () => {
     const config = loadConfig();
-    const pool = await createPool({
-      connectionString: config.databaseUrl,
-      max: config.dbPoolMax,
-      driver: config.dbDriver,
-      connectTimeoutMs: config.limits.dbConnectTimeoutMs,
-      idleTimeoutMs: config.limits.dbIdleTimeoutMs,
-      ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
-    });
+    const { pool, secret } = await openDatabase(config, config.dbPoolMax);
     // In AWS the WebSocket API's management endpoint, when deployed, gets every commit's notice.
     const notifier = config.wsEndpoint
       ? managementApiNotifier({
@@ -86,7 +102,7 @@ export function runtimeFromEnv(): Promise<Runtime> {
           timeoutMs: config.limits.notifyTimeoutMs,
         })
       : undefined;
-    return createRuntime(config, pool, THIS_BUILD, { notifier });
+    return createRuntime(config, pool, THIS_BUILD, { secret, notifier });
   })().catch((error: unknown) => {
     fromEnv = undefined;
     throw error;

@@ -9,7 +9,14 @@
 import { type Queryable } from '../../core/db/index.js';
 import { dropConnections, notifyTargets, type CommitNotifier } from '../../core/sync/notify/connections.js';
 import { type ChangedMessage } from '../../core/protocol/notify.js';
-import { signRequest, uriEncode, type AwsCredentials } from './sigv4.js';
+import { AwsClient } from 'aws4fetch';
+
+/** The role's credentials, as Lambda puts them in the environment. */
+export interface AwsCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string | undefined;
+}
 
 export interface ManagementApiOptions {
   /** `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}` (SYNC_WS_ENDPOINT). */
@@ -41,13 +48,11 @@ export function lambdaCredentials(env: Record<string, string | undefined> = proc
 export function managementApiNotifier(options: ManagementApiOptions): CommitNotifier {
   const base = options.endpoint.replace(/\/+$/, '');
   async function post(connectionId: string, body: string, signal: AbortSignal): Promise<number> {
-    const url = new URL(`${base}/@connections/${uriEncode(connectionId)}`);
-    const headers = signRequest({
-      method: 'POST', url, headers: { 'content-type': 'application/json' }, body,
-      region: options.region, service: 'execute-api', credentials: options.credentials(), now: new Date(), doubleEncodePath: true,
-    });
-    delete headers['host'];
-    const response = await fetch(url, { method: 'POST', headers, body, signal });
+    // SigV4 by aws4fetch; a client per post, as the role's credentials rotate in the environment.
+    const credentials = options.credentials();
+    const client = new AwsClient({ ...credentials, sessionToken: credentials.sessionToken ?? '', service: 'execute-api', region: options.region, retries: 0 });
+    const url = `${base}/@connections/${encodeURIComponent(connectionId)}`;
+    const response = await client.fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal });
     await response.arrayBuffer().catch(() => undefined);
     return response.status;
   }

@@ -11,38 +11,8 @@ import { openNodeSqlite } from '../../client-web/sqlite/node.js';
 import { type SqliteDb } from '../../client-web/sqlite/port.js';
 import { signToken, startTestServer, type TestServer, type TestServerOptions } from './server.js';
 
-/** The app schema of test/support/schemas.ts, locally: UUID keys as BLOB (lists) and TEXT (items). */
-export const LOCAL_APP_SQL = `
-CREATE TABLE IF NOT EXISTS lists (
-  id BLOB PRIMARY KEY,
-  title TEXT NOT NULL,
-  position INTEGER
-);
-CREATE TABLE IF NOT EXISTS items (
-  id TEXT PRIMARY KEY,
-  list_id BLOB NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
-  body TEXT NOT NULL,
-  done INTEGER NOT NULL DEFAULT 0,
-  attachment BLOB
-);
-CREATE TABLE IF NOT EXISTS kinds (
-  code TEXT PRIMARY KEY,
-  big INTEGER,
-  amount TEXT,
-  ratio REAL,
-  meta TEXT,
-  seen_at TEXT,
-  flag INTEGER,
-  blob BLOB,
-  label TEXT
-);
-`;
-
-export const LOCAL_APP_TABLES: readonly TableConfig[] = [
-  { schema: 'app', table: 'lists' },
-  { schema: 'app', table: 'items' },
-  { schema: 'app', table: 'kinds' },
-];
+export { LOCAL_APP_SQL, LOCAL_APP_TABLES } from './local-app.js';
+import { LOCAL_APP_SQL, LOCAL_APP_TABLES } from './local-app.js';
 
 /** Fast retries: tests inject faults and should not wait seconds for backoff. */
 export const TEST_RETRY = { maxAttempts: 5, baseDelayMs: 5, maxDelayMs: 50 } as const;

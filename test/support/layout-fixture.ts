@@ -9,7 +9,7 @@ import pg from 'pg';
 import { Db, createPool } from '../../core/db/index.js';
 import { defaultLimits } from '../../core/limits.js';
 import { createDatabase } from './pg-server.js';
-import { runtimePoolOptions, type TestDb } from './server-db.js';
+import { adminHandle, runtimePoolOptions, type TestDb } from './server-db.js';
 
 export const V1_FIXTURE_SQL = readFileSync(new URL('../fixtures/layout-v1.sql', import.meta.url), 'utf8');
 
@@ -34,7 +34,7 @@ export async function openV1Db(): Promise<TestDb> {
   return {
     url,
     db,
-    exec: (text, values) => admin.query(text, values as unknown[]),
+    ...adminHandle(admin),
     close: async () => {
       await pool.end();
       await admin.end();

@@ -9,7 +9,6 @@ import { openClient } from '../../client-web/client.js';
 import { openNodeSqlite } from '../../client-web/sqlite/node.js';
 import { crashingDb, crashingFetch, killSwitch, type CrashJob } from './model-crash.js';
 
-
 const job = JSON.parse(process.env['LOCKSTEP_CRASH_JOB'] ?? '{}') as CrashJob;
 const sw = killSwitch((label) => {
   if (job.expectLabel !== undefined && label !== job.expectLabel) {

@@ -1,19 +1,18 @@
 /**
  * PgBouncer in transaction pooling mode in front of a test server: the pooled PostgreSQL the
- * contract (§1) targets. Every transaction, and every statement outside one, may land on a
+ * protocol targets (docs/protocol.md §1). Every transaction, and every statement outside one, may land on a
  * different server connection, so any session state the runtime relied on would break here.
  *
  * Uses the Debian package's /usr/sbin/pgbouncer (`.ci/run` installs it). PgBouncer refuses to run
  * as root, so as root it drops to an unprivileged user.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './pg-server.js';
-
-export const PGBOUNCER_BIN = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => existsSync(p));
+import { needs, PGBOUNCER_BIN } from './prerequisites.js';
 
 export interface PgBouncer {
   readonly port: number;
@@ -58,7 +57,7 @@ export interface PgBouncerOptions {
 
 /** Starts PgBouncer (pool_mode=transaction) forwarding every database to `adminUrl`'s server. */
 export async function startPgBouncer(adminUrl: string, options: PgBouncerOptions = {}): Promise<PgBouncer> {
-  if (!PGBOUNCER_BIN) throw new Error('pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)');
+  if (!PGBOUNCER_BIN) throw new Error(needs().pgbouncer.missing);
   const server = new URL(adminUrl);
   const user = decodeURIComponent(server.username);
   const password = decodeURIComponent(server.password);

@@ -2,7 +2,8 @@
 import { inject } from 'vitest';
 import pg from 'pg';
 import { Db, createPool, type PoolOptions } from '../../core/db/index.js';
-import { bootstrap } from '../../core/bootstrap/bootstrap.js';
+import { bootstrap, BOOTSTRAP_LOCK_KEY } from '../../core/bootstrap/bootstrap.js';
+import { type TimeBounds } from '../../core/bootstrap/bounds.js';
 import { type RegisteredTableDecl } from '../../core/config.js';
 import { defaultLimits } from '../../core/limits.js';
 import { createDatabase } from './pg-server.js';
@@ -15,6 +16,12 @@ export interface TestDb {
   readonly db: Db;
   /** Runs SQL as the owner, outside any sync bundle (so the guards apply). */
   exec(text: string, values?: unknown[]): Promise<pg.QueryResult>;
+  /**
+   * Runs SQL as an operator repairing by hand: in a transaction that holds the bootstrap lock, as
+   * the README says, since the sync tables refuse direct writes otherwise (tests use it to age a
+   * session or a lease as time would).
+   */
+  operator(text: string, values?: unknown[]): Promise<pg.QueryResult>;
   close(): Promise<void>;
 }
 
@@ -33,6 +40,25 @@ export function runtimePoolOptions(url: string, max: number): PoolOptions {
   return { connectionString: pooled.toString(), max, driver: 'pg' };
 }
 
+/** `exec` and `operator` of a TestDb, over the test's own admin connection. */
+export function adminHandle(admin: pg.Client): Pick<TestDb, 'exec' | 'operator'> {
+  return {
+    exec: (text, values) => admin.query(text, values as unknown[]),
+    operator: async (text, values) => {
+      await admin.query('BEGIN');
+      try {
+        await admin.query(`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY})`);
+        const result = await admin.query(text, values as unknown[]);
+        await admin.query('COMMIT');
+        return result;
+      } catch (error) {
+        await admin.query('ROLLBACK');
+        throw error;
+      }
+    },
+  };
+}
+
 export async function openTestDb(options: { schemaSql?: string; prefix?: string } = {}): Promise<TestDb> {
   const url = await createDatabase(inject('pgAdminUrl'), options.prefix ?? 't');
   const admin = new pg.Client({ connectionString: url });
@@ -43,7 +69,7 @@ export async function openTestDb(options: { schemaSql?: string; prefix?: string 
   return {
     url,
     db,
-    exec: (text, values) => admin.query(text, values as unknown[]),
+    ...adminHandle(admin),
     close: async () => {
       await pool.end();
       await admin.end();
@@ -62,14 +88,14 @@ export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TAB
  * Creates the app schema in the database at `url` and bootstraps it over a direct connection of
  * its own (for tests whose database is not the shared test server's, or is reached directly).
  */
-export async function bootstrapAppSchema(url: string): Promise<void> {
+export async function bootstrapAppSchema(url: string, bounds?: TimeBounds): Promise<void> {
   const setup = new pg.Client({ connectionString: url });
   await setup.connect();
   await setup.query(APP_SCHEMA_SQL);
   await setup.end();
   const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
   try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES });
+    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, ...(bounds ? { bounds } : {}) });
   } finally {
     await pool.end();
   }

@@ -6,7 +6,7 @@ import { SignJWT } from 'jose';
 import { loadConfig, type RegisteredTableDecl } from '../../core/config.js';
 import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, ROUND_TRIPS_HEADER, type Runtime, type HttpApiEvent } from '../../functions/index.js';
-import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { startGateway, type Gateway, type GatewayAuth } from '../../dev/gateway.js';
 import { openTestDb, type TestDb } from './server-db.js';
 import { type BuildRange } from '../../core/sync/index.js';
 import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
@@ -95,6 +95,10 @@ export interface TestServerOptions {
   readonly invokeLimitBytes?: number;
   /** `false`: no commit feed, as in Lambda (long polls poll, /sync/ws is refused). */
   readonly feed?: boolean;
+  /** Runs maintenance on the gateway's timer, as `npm start` does (off by default in tests). */
+  readonly maintenance?: boolean;
+  /** How the gateway verifies tokens; HS256 with TEST_JWT_SECRET when absent. */
+  readonly auth?: GatewayAuth;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -121,11 +125,12 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
   const runtime = createRuntime(config, t.db.pool, options.build, { feed });
   const gateway = await startGateway({
     runtime,
-    auth: { secret: TEST_JWT_SECRET },
+    auth: options.auth ?? { secret: TEST_JWT_SECRET },
     ...(options.intercept ? { intercept: options.intercept } : {}),
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
     ...(options.invokeLimitBytes ? { invokeLimitBytes: options.invokeLimitBytes } : {}),
+    ...(options.maintenance ? { maintenance: true } : {}),
   });
   return {
     url: gateway.url,

@@ -32,7 +32,7 @@ export function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
-/** The canonical request hash (contract §4): pushed rows in ordinal order, DELETE payload null. */
+/** The canonical request hash (docs/protocol.md §4.3): pushed rows in ordinal order, DELETE payload null. */
 export function requestHash(rows: readonly PushRow[]): string {
   const shaped = rows.map((r) => ({
     schema: r.schema,
@@ -45,7 +45,7 @@ export function requestHash(rows: readonly PushRow[]): string {
   return sha256Hex(canonicalize(shaped) as string);
 }
 
-/** bundle_hash (contract §4): committed rows in order, each with its 0-based row_ordinal. */
+/** bundle_hash (docs/protocol.md §4.3): committed rows in order, each with its 0-based row_ordinal. */
 export function bundleHash(rows: readonly CommittedRow[]): string {
   const shaped = rows.map((r, i) => ({
     schema: r.schema,

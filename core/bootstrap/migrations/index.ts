@@ -3,8 +3,17 @@ import { type Migration } from './migration.js';
 import { migration0001 } from './0001-initial.js';
 import { migration0002 } from './0002-versioned-layout.js';
 import { migration0003 } from './0003-commit-key-probes.js';
-import { migration0004 } from './0004-push-notifications.js';
+import { migration0004 } from './0004-wire-values.js';
+import { migration0005 } from './0005-rendered-rows.js';
+import { migration0006 } from './0006-push-rows-compared.js';
+import { migration0007 } from './0007-counter-ledger.js';
+import { migration0008 } from './0008-per-user-caps.js';
+import { migration0009 } from './0009-guards.js';
+import { migration0010 } from './0010-push-notifications.js';
 
-export const MIGRATIONS: readonly Migration[] = [migration0001, migration0002, migration0003, migration0004];
+export const MIGRATIONS: readonly Migration[] = [
+  migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007, migration0008, migration0009,
+  migration0010,
+];
 
 export { type Migration } from './migration.js';

@@ -4,10 +4,10 @@
  * layout (test/layout-upgrade.pg.test.ts compares the two catalogs).
  *
  * Order inside one migration: drop the functions it replaces with another signature, run its
- * statements (DDL and data changes), then (re)create its functions, then run what needs them
- * (`afterFunctions`: triggers). Bodies are not checked at
- * creation (`check_function_bodies` is off while migrating), so a function may name objects that
- * a later migration of the same run creates.
+ * statements (DDL and data changes), (re)create its functions, then run what needs them
+ * (`afterFunctions`: triggers). Bodies are not checked at creation (`check_function_bodies` is
+ * off while migrating), so a function may name objects that a later migration of the same run
+ * creates.
  */
 import { type ManagedFunction } from '../../layout/managed-sql.js';
 
@@ -27,6 +27,6 @@ export interface Migration {
   readonly statements?: readonly string[];
   /** Functions (re)created after the statements, with CREATE OR REPLACE. */
   readonly functions?: readonly ManagedFunction[];
-  /** DDL that needs this migration's functions to exist (a trigger on a new function), run last. */
+  /** Trusted DDL run after the functions: triggers that execute this migration's functions. */
   readonly afterFunctions?: readonly string[];
 }

@@ -4,7 +4,7 @@
  * from request data. Every bootstrap regenerates it; a difference (a new column, a new build's
  * generator) is written back in the same transaction as the schema change it follows.
  *
- * Wire encodings (contract §4) live here, on the server side of the wire: bytea ↔ base64,
+ * Wire encodings (docs/protocol.md §4.2) live here, on the server side of the wire: bytea ↔ base64,
  * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC.
  */
 import { quoteIdent as q, quoteLiteral } from '../../db/sql.js';
@@ -62,22 +62,124 @@ export interface CatalogEntry {
 
 export { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
 
-function valueExpr(alias: string, column: ColumnInfo): string {
-  const c = `${alias}.${q(column.name)}`;
-  switch (wireCategory(column.type)) {
+const TIMESTAMP = /^timestamp(\(\d+\))? without time zone$/;
+
+/**
+ * How a type's values need converting between PostgreSQL and the wire beyond what to_jsonb and
+ * jsonb_populate_record do (protocol §4.2): bytea as base64, time values outside RFC 3339's years
+ * as expanded years, and arrays of those element by element.
+ */
+type TimeKind = 'timestamptz' | 'timestamp' | 'date';
+function timeKind(type: string): TimeKind | null {
+  if (wireCategory(type) === 'timestamptz') return 'timestamptz';
+  if (TIMESTAMP.test(type)) return 'timestamp';
+  return type === 'date' ? 'date' : null;
+}
+
+/** A value of `type` as the jsonb_build_object argument that renders its wire form. */
+function scalarValueExpr(c: string, type: string): string {
+  if (type.endsWith('[]')) {
+    const element = type.slice(0, -2);
+    const time = timeKind(element);
+    if (time) return `sync.wire_${time}_array(${c})`;
+    if (element === 'bytea') return `sync.wire_bytea_array(${c})`;
+    // bigint and numeric elements travel as exact decimal strings, like the scalars.
+    if (wireCategory(element) === 'decimal') return `to_jsonb(${c}::text[])`;
+    return c;
+  }
+  switch (timeKind(type)) {
+    case 'timestamptz':
+      return `sync.rfc3339(${c})`;
+    case 'timestamp':
+      return `sync.wire_timestamp(${c})`;
+    case 'date':
+      return `sync.wire_date(${c})`;
+    default:
+      break;
+  }
+  switch (wireCategory(type)) {
     case 'bytea':
       // encode() wraps base64 at 76 characters; the wire wants one standard base64 string.
       return `translate(encode(${c}, 'base64'), E'\\n', '')`;
     case 'decimal':
     case 'uuid':
       return `${c}::text`;
-    case 'timestamptz':
-      return `sync.rfc3339(${c})`;
     case 'json':
       return `${c}::jsonb`;
     default:
       return c;
   }
+}
+
+function valueExpr(alias: string, column: ColumnInfo): string {
+  return scalarValueExpr(`${alias}.${q(column.name)}`, column.type);
+}
+
+/**
+ * The jsonb_populate_record input fix of one pushed value, or null when the type reads its wire
+ * form as is. A fix that yields NULL (the value was already readable) leaves the value alone.
+ */
+function inputFixExpr(column: ColumnInfo): string | null {
+  const v = `p.payload->${quoteLiteral(column.name)}`;
+  const t = `p.payload->>${quoteLiteral(column.name)}`;
+  if (column.type.endsWith('[]')) {
+    const element = column.type.slice(0, -2);
+    const kind = element === 'bytea' ? 'bytea' : timeKind(element) ? 'time' : null;
+    return kind ? `CASE WHEN jsonb_typeof(${v}) = 'array' THEN sync.wire_array_in(${v}, '${kind}') END` : null;
+  }
+  if (wireCategory(column.type) === 'bytea') {
+    return `CASE WHEN jsonb_typeof(${v}) = 'string' THEN to_jsonb('\\x' || encode(decode(${t}, 'base64'), 'hex')) END`;
+  }
+  // Only expanded and zero years need rewriting; the common value is one anchored regex test.
+  if (timeKind(column.type)) return `CASE WHEN ${t} ~ '^([+-][0-9]|0000-)' THEN to_jsonb(sync.wire_time_in(${t})) END`;
+  return null;
+}
+
+/**
+ * JSON text of a value of `type` ('null' for NULL), built by concatenation: snapshot rows are
+ * rendered straight from the table this way, at less than half the cost of building a jsonb
+ * object and printing it. Same wire forms as `scalarValueExpr`; values whose text needs no
+ * escaping (uuid, decimal, RFC 3339, base64) are quoted as they are.
+ */
+function jsonTextExpr(c: string, type: string): string {
+  let text: string;
+  if (type.endsWith('[]') || timeKind(type) === 'timestamp' || timeKind(type) === 'date') text = `to_jsonb(${scalarValueExpr(c, type)})::text`;
+  else {
+    switch (wireCategory(type)) {
+      case 'text':
+      case 'float':
+        // float: "NaN"/"Infinity" as strings, finite values in float8out's shortest form (1e+308).
+        text = `to_json(${c})::text`;
+        break;
+      case 'integer':
+        text = `${c}::text`;
+        break;
+      case 'boolean':
+        text = `CASE ${c} WHEN true THEN 'true' WHEN false THEN 'false' END`;
+        break;
+      case 'json':
+        // jsonb's rendering, as in payloads: one line, no raw control characters.
+        text = `${c}::jsonb::text`;
+        break;
+      case 'bytea':
+      case 'decimal':
+      case 'uuid':
+      case 'timestamptz':
+        text = `'"' || ${scalarValueExpr(c, type)} || '"'`;
+        break;
+      default:
+        text = `to_jsonb(${c})::text`;
+    }
+  }
+  return `coalesce(${text}, 'null')`;
+}
+
+/** A payload object as JSON text (see jsonTextExpr); '+' joins keep each expression flat. */
+function payloadTextExpr(alias: string, columns: readonly ColumnInfo[]): string {
+  if (columns.length === 0) return `'{}'`;
+  return columns
+    .map((col, i) => `${quoteLiteral(`${i === 0 ? '{' : ','}${JSON.stringify(col.name)}:`)} || ${jsonTextExpr(`${alias}.${q(col.name)}`, col.type)}`)
+    .join(' || ') + ` || '}'`;
 }
 
 /** jsonb_build_object takes at most 100 arguments, so wide rows are built in slices. */
@@ -98,16 +200,15 @@ function keyFromBytesExpr(kind: KeyKind, expr: string): string {
   return kind === 'uuid' ? `encode(${expr}, 'hex')::uuid` : `convert_from(${expr}, 'UTF8')`;
 }
 
-/** Payload → record input: base64 bytea values become bytea hex text for jsonb_populate_record. */
+/** Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years) rewritten first. */
 function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
-  const byteaFixes = columns
-    .filter((c) => wireCategory(c.type) === 'bytea')
-    .map((c) => {
-      const name = quoteLiteral(c.name);
-      return `${name}, CASE WHEN jsonb_typeof(p.payload->${name}) = 'string' THEN to_jsonb('\\x' || encode(decode(p.payload->>${name}, 'base64'), 'hex')) END`;
-    });
-  const fixes = byteaFixes.length ? ` || jsonb_strip_nulls(jsonb_build_object(${byteaFixes.join(', ')}))` : '';
-  return `coalesce(p.payload, '{}'::jsonb)${fixes} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
+  const fixes = columns.flatMap((c) => {
+    const fix = inputFixExpr(c);
+    return fix ? [`${quoteLiteral(c.name)}, ${fix}`] : [];
+  });
+  const slices: string[] = [];
+  for (let i = 0; i < fixes.length; i += 50) slices.push(` || jsonb_strip_nulls(jsonb_build_object(${fixes.slice(i, i + 50).join(', ')}))`);
+  return `coalesce(p.payload, '{}'::jsonb)${slices.join('')} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
 }
 
 /** Canonical text of any jsonb value `v`: strings, booleans and small integers inline, the rest via sync.jcs. */
@@ -253,9 +354,12 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       deleteSql:
         `DELETE FROM ${rel} t WHERE t.${scope} = $2 AND t.${key} = ANY (ARRAY(SELECT ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
         `FROM sync.push_session_rows p WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code = 3))`,
+      // Rows as text: the key's JSON and the payload's JSON, concatenated (sync.snapshot_create
+      // wraps them in the row envelope with the row version; adoption parses the payload).
       snapshotSql:
         `SELECT ${tableId}::smallint AS table_id, ${orders.get(info) ?? tableId} AS apply_order, ` +
-        `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${payloadExpr('t', visible)} AS payload FROM ${rel} t WHERE t.${scope} = $1`,
+        `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${kind === 'uuid' ? `'"' || t.${key}::text || '"'` : `to_json(t.${key})::text`} AS key_json, ` +
+        `${payloadTextExpr('t', visible)} AS payload_text FROM ${rel} t WHERE t.${scope} = $1`,
       lookupSql:
         `SELECT ${payloadExpr('t', visible)} FROM ${rel} t WHERE t.${scope} = $1 AND t.${key} = ${keyFromBytesExpr(kind, '$2')}`,
       hashRowsSql: (() => {

@@ -1,4 +1,4 @@
-/** POST /sync/connect: the first-connect lifecycle of a user's scope (contract §5). One round trip. */
+/** POST /sync/connect: the first-connect lifecycle of a user's scope (docs/protocol.md §5.1). One round trip. */
 import { sql } from '../../db/index.js';
 import { type ConnectRequest, type ConnectResponse } from '../../protocol/index.js';
 import { unwrap, type Actor, type SyncContext } from '../context.js';

@@ -9,24 +9,17 @@ export const maintenanceStepSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.maintenance_step(p_batch integer) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_push_rows integer; v_push integer; v_snap_rows integer; v_snap integer; v_bundle_rows integer := 0; v_n integer;
+  v_pruned integer; v_folded integer;
   v_u record;
 BEGIN
-  DELETE FROM sync.push_session_rows WHERE ctid = ANY (ARRAY(
-    SELECT r.ctid FROM sync.push_sessions s JOIN sync.push_session_rows r ON r.push_id = s.push_id
-     WHERE s.expires_at <= now() LIMIT p_batch));
-  GET DIAGNOSTICS v_push_rows = ROW_COUNT;
-  DELETE FROM sync.push_sessions s WHERE s.push_id = ANY (ARRAY(
-    SELECT push_id FROM sync.push_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch))
-    AND NOT EXISTS (SELECT 1 FROM sync.push_session_rows r WHERE r.push_id = s.push_id);
-  GET DIAGNOSTICS v_push = ROW_COUNT;
-  DELETE FROM sync.snapshot_session_rows WHERE ctid = ANY (ARRAY(
-    SELECT r.ctid FROM sync.snapshot_sessions s JOIN sync.snapshot_session_rows r ON r.snapshot_id = s.snapshot_id
-     WHERE s.expires_at <= now() LIMIT p_batch));
-  GET DIAGNOSTICS v_snap_rows = ROW_COUNT;
-  DELETE FROM sync.snapshot_sessions s WHERE s.snapshot_id = ANY (ARRAY(
-    SELECT snapshot_id FROM sync.snapshot_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch))
-    AND NOT EXISTS (SELECT 1 FROM sync.snapshot_session_rows r WHERE r.snapshot_id = s.snapshot_id);
-  GET DIAGNOSTICS v_snap = ROW_COUNT;
+  -- One maintenance run at a time (the schedule, a local timer, an operator): a second one has
+  -- nothing to do that the first is not doing, and would only contend for the same rows.
+  IF NOT pg_try_advisory_xact_lock(7020140422) THEN
+    RETURN jsonb_build_object('push_session_rows', 0, 'push_sessions', 0, 'snapshot_session_rows', 0, 'snapshot_sessions', 0,
+      'bundle_rows', 0, 'counters_folded', 0, 'more', false, 'busy', true);
+  END IF;
+  -- History first: it locks user_state rows, which commits lock before the user's quota row, so
+  -- taking quota rows (below) only after them keeps one lock order.
   FOR v_u IN SELECT user_pk, pruned_through, retained_floor FROM sync.user_state WHERE pruned_through < retained_floor LIMIT 10 LOOP
     DELETE FROM sync.bundle_rows WHERE ctid = ANY (ARRAY(
       SELECT ctid FROM sync.bundle_rows WHERE user_pk = v_u.user_pk AND bundle_seq > v_u.pruned_through
@@ -35,12 +28,53 @@ BEGIN
     v_bundle_rows := v_bundle_rows + v_n;
     IF v_n < p_batch THEN
       DELETE FROM sync.bundle_log WHERE user_pk = v_u.user_pk AND bundle_seq > v_u.pruned_through AND bundle_seq <= v_u.retained_floor;
+      GET DIAGNOSTICS v_pruned = ROW_COUNT;
+      IF v_pruned > 0 THEN
+        PERFORM sync.count('bundles_pruned', v_pruned);
+      END IF;
       UPDATE sync.user_state SET pruned_through = v_u.retained_floor WHERE user_pk = v_u.user_pk;
     END IF;
   END LOOP;
+  DELETE FROM sync.push_session_rows WHERE ctid = ANY (ARRAY(
+    SELECT r.ctid FROM sync.push_sessions s JOIN sync.push_session_rows r ON r.push_id = s.push_id
+     WHERE s.expires_at <= now() LIMIT p_batch));
+  GET DIAGNOSTICS v_push_rows = ROW_COUNT;
+  -- An expired session that was still staging leaves its user's open sessions and staged bytes.
+  WITH gone AS (
+    DELETE FROM sync.push_sessions s WHERE s.push_id = ANY (ARRAY(
+      SELECT push_id FROM sync.push_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch))
+      AND NOT EXISTS (SELECT 1 FROM sync.push_session_rows r WHERE r.push_id = s.push_id)
+    RETURNING s.user_pk, s.status, s.byte_count),
+  freed AS (
+    UPDATE sync.user_quota q SET open_push_sessions = q.open_push_sessions - g.n, staged_bytes = q.staged_bytes - g.bytes
+      FROM (SELECT user_pk, count(*) AS n, sum(byte_count) AS bytes FROM gone WHERE status = 'staging' GROUP BY user_pk) g
+     WHERE q.user_pk = g.user_pk RETURNING 1)
+  SELECT count(*) INTO v_push FROM gone;
+  DELETE FROM sync.snapshot_session_rows WHERE ctid = ANY (ARRAY(
+    SELECT r.ctid FROM sync.snapshot_sessions s JOIN sync.snapshot_session_rows r ON r.snapshot_id = s.snapshot_id
+     WHERE s.expires_at <= now() LIMIT p_batch));
+  GET DIAGNOSTICS v_snap_rows = ROW_COUNT;
+  WITH gone AS (
+    DELETE FROM sync.snapshot_sessions s WHERE s.snapshot_id = ANY (ARRAY(
+      SELECT snapshot_id FROM sync.snapshot_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch))
+      AND NOT EXISTS (SELECT 1 FROM sync.snapshot_session_rows r WHERE r.snapshot_id = s.snapshot_id)
+    RETURNING s.user_pk),
+  freed AS (
+    UPDATE sync.user_quota q SET open_snapshot_sessions = q.open_snapshot_sessions - g.n
+      FROM (SELECT user_pk, count(*) AS n FROM gone GROUP BY user_pk) g
+     WHERE q.user_pk = g.user_pk RETURNING 1)
+  SELECT count(*) INTO v_snap FROM gone;
+  -- Fold the counter ledger into its totals, a batch at a time; rows inserted meanwhile stay for
+  -- the next step, and two runs never fold one row twice (each deletes what it returns).
+  WITH moved AS (
+    DELETE FROM sync.counter_deltas WHERE ctid = ANY (ARRAY(SELECT ctid FROM sync.counter_deltas LIMIT p_batch))
+    RETURNING name, delta)
+  INSERT INTO sync.counter_totals AS t (name, value) SELECT name, sum(delta) FROM moved GROUP BY name
+  ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value;
+  GET DIAGNOSTICS v_folded = ROW_COUNT;
   RETURN jsonb_build_object('push_session_rows', v_push_rows, 'push_sessions', v_push, 'snapshot_session_rows', v_snap_rows,
-    'snapshot_sessions', v_snap, 'bundle_rows', v_bundle_rows,
-    'more', v_push_rows + v_push + v_snap_rows + v_snap + v_bundle_rows > 0);
+    'snapshot_sessions', v_snap, 'bundle_rows', v_bundle_rows, 'counters_folded', v_folded,
+    'more', v_push_rows + v_push + v_snap_rows + v_snap + v_bundle_rows + v_folded > 0);
 END
 $fn$
 `);

@@ -34,7 +34,7 @@ export async function runMaintenance(db: Queryable, limits: Limits, budgetMs = 5
     }
   }
   totals.ws_connections = await expireConnections(db, limits.maintenanceBatchRows).catch((error: unknown) => {
-    // A layout before 4 has no connections table yet: nothing to expire.
+    // A layout before 10 has no connections table yet: nothing to expire.
     if (['42883', '42P01'].includes(String((error as { code?: unknown }).code))) return 0;
     throw error;
   });

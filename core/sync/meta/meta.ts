@@ -1,7 +1,7 @@
 /** Capabilities, health and status. None of them scans business tables or whole metadata tables. */
 import { sql, raw as sqlRaw, type Queryable } from '../../db/index.js';
 import { limitsToWire, type Limits } from '../../limits.js';
-import { COUNTERS } from './counters.js';
+import { COUNTERS, LEDGER_COUNTERS, type PendingCounters } from './counters.js';
 import { PROTOCOL_VERSION, type CapabilitiesResponse } from '../../protocol/index.js';
 import { evaluateLayout, readLayoutState, type Catalog, type LayoutState } from '../catalog/catalog.js';
 import { type LayoutUnavailableReason } from '../../layout/version.js';
@@ -65,11 +65,18 @@ export async function health(db: Queryable): Promise<Health> {
 
 /** Lifecycle and operability from counters and small tables: one round trip. */
 export async function status(db: Queryable, catalog: Catalog, limits: Limits): Promise<Record<string, unknown>> {
-  const counterSql = COUNTERS.map(
-    (c) => `SELECT '${c}' AS name, CASE WHEN is_called THEN last_value ELSE 0 END AS value FROM sync.counter_${c}`,
-  ).join(' UNION ALL ');
+  const ledger = new Set<string>(LEDGER_COUNTERS);
+  // Ledger counters: the folded totals plus the rows maintenance has not folded yet (at most one
+  // maintenance interval of commits); the others are sequences.
+  const counterSql = [
+    ...COUNTERS.filter((c) => !ledger.has(c)).map(
+      (c) => `SELECT '${c}' AS name, CASE WHEN is_called THEN last_value ELSE 0 END AS value FROM sync.counter_${c}`,
+    ),
+    `SELECT name, value FROM sync.counter_totals`,
+    `SELECT name, sum(delta) FROM sync.counter_deltas GROUP BY name`,
+  ].join(' UNION ALL ');
   const [row] = await db.query<{ counters: Record<string, number>; meta: Record<string, string>; sessions: Record<string, number> }>(sql`
-    SELECT (SELECT jsonb_object_agg(name, value) FROM (${sqlRaw(counterSql)}) c) AS counters,
+    SELECT (SELECT jsonb_object_agg(name, value) FROM (SELECT name, sum(value)::bigint AS value FROM (${sqlRaw(counterSql)}) c GROUP BY name) c) AS counters,
            (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key IN ('ready', 'created_at')) AS meta,
            jsonb_build_object(
              'users', (SELECT last_value FROM sync.user_pk_seq)) AS sessions`);
@@ -95,4 +102,18 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
       commit_outcome_unknown: counters['commit_outcome_unknown'] ?? 0,
     },
   };
+}
+
+/**
+ * Records what a runtime counted while the database was unreachable; one statement, only when
+ * something is pending. A failure keeps the counts for the next request.
+ */
+export async function flushPendingCounters(db: Queryable, pending: PendingCounters): Promise<void> {
+  if (pending.empty) return;
+  const entries = pending.take();
+  try {
+    await db.query(sql`SELECT sync.count(c.key, c.value::bigint) FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(entries))}::jsonb) c`);
+  } catch {
+    pending.restore(entries);
+  }
 }

@@ -1,5 +1,5 @@
 /**
- * WebSocket connections of each user, kept in `sync.ws_connections` (layout 4): API Gateway owns
+ * WebSocket connections of each user, kept in `sync.ws_connections` (layout 10): API Gateway owns
  * the sockets, Lambda keeps nothing between invocations, so `$connect` records the connection id
  * and every commit reads its user's ids to post to. Each call is one statement.
  */
@@ -8,8 +8,8 @@ import { SyncError } from '../../errors.js';
 import { type Limits } from '../../limits.js';
 import { unwrap, type Actor } from '../context.js';
 
-/** The first layout that has `sync.ws_connections` (migration 0004). */
-export const NOTIFY_LAYOUT_VERSION = 4;
+/** The first layout that has `sync.ws_connections` (migration 0010). */
+export const NOTIFY_LAYOUT_VERSION = 10;
 
 /** Refuses a notification feature on an older layout with the operator's next step. */
 export function requireNotifyLayout(layoutVersion: number): void {

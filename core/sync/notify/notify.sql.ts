@@ -36,11 +36,19 @@ END
 $fn$
 `);
 
-/** Forgets connections: `$disconnect`, and those API Gateway answered 410 Gone for. */
+/**
+ * Forgets connections: `$disconnect`, and those API Gateway answered 410 Gone for. PL/pgSQL, as
+ * every function that writes the sync tables: the managed-table guard admits those (0009).
+ */
 export const wsDisconnectSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.ws_disconnect(p_connections text[]) RETURNS integer LANGUAGE sql AS $fn$
-  WITH gone AS (DELETE FROM sync.ws_connections WHERE connection_id = ANY (p_connections) RETURNING 1)
-  SELECT count(*)::integer FROM gone
+CREATE OR REPLACE FUNCTION sync.ws_disconnect(p_connections text[]) RETURNS integer LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_gone integer;
+BEGIN
+  DELETE FROM sync.ws_connections WHERE connection_id = ANY (p_connections);
+  GET DIAGNOSTICS v_gone = ROW_COUNT;
+  RETURN v_gone;
+END
 $fn$
 `);
 

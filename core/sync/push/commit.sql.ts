@@ -16,40 +16,63 @@ $fn$
 /**
  * Turns this transaction's captured changes into committed bundle p_seq: coalesce per key in
  * capture order, classify against row_state, write bundle_rows/row_state/bundle_log, hash.
+ * Each committed row is stored with its rendered pull text and its size on the wire (escaped as
+ * Lambda counts it, sync.wire_bytes), so reads concatenate and budget without rendering; a row
+ * larger than p_max_row_bytes could never be served, so the whole statement fails with SQLSTATE
+ * LS413 (the callers answer 413 payload_too_large; nothing is committed).
  */
 export const finalizeBundleSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.finalize_bundle(p_user_pk bigint, p_seq bigint, p_source text, p_source_bundle_id bigint,
-  p_request_hash text, p_retained integer) RETURNS jsonb
+  p_request_hash text, p_retained integer, p_max_row_bytes bigint DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_xact bigint := txid_current();
   v_count integer;
   v_bytes bigint;
+  v_wire bigint;
+  v_max_row bigint;
   v_hash text;
   v_union text;
   v_text text;
+  v_big record;
 BEGIN
-  INSERT INTO sync.bundle_rows (user_pk, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload)
-  SELECT p_user_pk, p_seq, (row_number() OVER (ORDER BY x.first_id))::integer - 1, x.table_id, x.key_bytes, x.op_code, x.payload
-  FROM (
-    SELECT f.table_id, f.key_bytes, f.first_id, f.payload,
-           CASE WHEN f.deleted THEN CASE WHEN rs.deleted IS FALSE THEN 3 END
-                WHEN rs.deleted IS FALSE THEN 2 ELSE 1 END::smallint AS op_code
+  WITH ins AS (
+    INSERT INTO sync.bundle_rows (user_pk, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload, row_text, wire_bytes)
+    SELECT p_user_pk, p_seq, y.ordinal, y.table_id, y.key_bytes, y.op_code, y.payload, y.row_text, sync.wire_bytes(y.row_text)
     FROM (
-      SELECT DISTINCT ON (cr.table_id, cr.key_bytes) cr.table_id, cr.key_bytes, cr.deleted, cr.payload,
-             min(cr.capture_id) OVER (PARTITION BY cr.table_id, cr.key_bytes) AS first_id
-      FROM sync.capture_rows cr WHERE cr.xact = v_xact
-      ORDER BY cr.table_id, cr.key_bytes, cr.capture_id DESC
-    ) f
-    -- A probe of row_state's primary key per captured row: OFFSET 0 keeps the subquery from being
-    -- flattened into a join the planner could turn into a scan of all the user's row state once
-    -- statistics exist. The work is the bundle's, never the user's history.
-    LEFT JOIN LATERAL (
-      SELECT r.deleted FROM sync.row_state r
-       WHERE r.user_pk = p_user_pk AND r.table_id = f.table_id AND r.key_bytes = f.key_bytes OFFSET 0
-    ) rs ON true
-  ) x WHERE x.op_code IS NOT NULL;
-  GET DIAGNOSTICS v_count = ROW_COUNT;
+      SELECT (row_number() OVER (ORDER BY x.first_id))::integer - 1 AS ordinal, x.table_id, x.key_bytes, x.op_code, x.payload,
+             sync.committed_row_text(tc.row_json_prefix, tc.key_kind, x.key_bytes, x.op_code, p_seq, x.payload) AS row_text
+      FROM (
+        SELECT f.table_id, f.key_bytes, f.first_id, f.payload,
+               CASE WHEN f.deleted THEN CASE WHEN rs.deleted IS FALSE THEN 3 END
+                    WHEN rs.deleted IS FALSE THEN 2 ELSE 1 END::smallint AS op_code
+        FROM (
+          SELECT DISTINCT ON (cr.table_id, cr.key_bytes) cr.table_id, cr.key_bytes, cr.deleted, cr.payload,
+                 min(cr.capture_id) OVER (PARTITION BY cr.table_id, cr.key_bytes) AS first_id
+          FROM sync.capture_rows cr WHERE cr.xact = v_xact
+          ORDER BY cr.table_id, cr.key_bytes, cr.capture_id DESC
+        ) f
+        -- A probe of row_state's primary key per captured row: OFFSET 0 keeps the subquery from being
+        -- flattened into a join the planner could turn into a scan of all the user's row state once
+        -- statistics exist. The work is the bundle's, never the user's history.
+        LEFT JOIN LATERAL (
+          SELECT r.deleted FROM sync.row_state r
+           WHERE r.user_pk = p_user_pk AND r.table_id = f.table_id AND r.key_bytes = f.key_bytes OFFSET 0
+        ) rs ON true
+      ) x JOIN sync.table_catalog tc ON tc.table_id = x.table_id
+      WHERE x.op_code IS NOT NULL
+    ) y
+    RETURNING wire_bytes
+  )
+  SELECT count(*), coalesce(sum(wire_bytes + 1), 0), coalesce(max(wire_bytes), 0) INTO v_count, v_wire, v_max_row FROM ins;
+  IF v_max_row > coalesce(p_max_row_bytes, 4191232) THEN
+    SELECT c.schema_name, c.table_name, c.key_column, sync.key_text(c.key_kind, b.key_bytes) AS key, b.wire_bytes INTO v_big
+      FROM sync.bundle_rows b JOIN sync.table_catalog c ON c.table_id = b.table_id
+     WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq ORDER BY b.wire_bytes DESC LIMIT 1;
+    RAISE EXCEPTION 'row %.% %=% would be % bytes on the wire, over the % bytes a response can carry',
+      v_big.schema_name, v_big.table_name, v_big.key_column, v_big.key, v_big.wire_bytes, coalesce(p_max_row_bytes, 4191232)
+      USING ERRCODE = 'LS413';
+  END IF;
   DELETE FROM sync.capture_rows WHERE xact = v_xact;
 
   INSERT INTO sync.row_state AS rs (user_pk, table_id, key_bytes, row_version, deleted)
@@ -71,14 +94,16 @@ BEGIN
   v_bytes := coalesce(v_bytes, 0) + 64 * v_count;
 
   INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
-    request_hash, committed_at)
-  VALUES (p_user_pk, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now());
+    request_hash, committed_at, wire_bytes)
+  VALUES (p_user_pk, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now(), v_wire);
   UPDATE sync.user_state SET latest_bundle_seq = p_seq,
     retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_pk = p_user_pk;
   UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
    WHERE user_pk = p_user_pk AND source_id = p_source;
-  PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
-  PERFORM nextval('sync.counter_bundles_committed');
+  DELETE FROM sync.bundle_context WHERE xact = txid_current();
+  -- Counted by this transaction: a bundle whose transaction dies after this point is not counted.
+  -- The sequence is what builds before layout 7 read in /syncx/status.
+  PERFORM sync.count('bundles_committed', 1), nextval('sync.counter_bundles_committed');
   RETURN jsonb_build_object('bundle_seq', p_seq, 'source_id', p_source, 'source_bundle_id', p_source_bundle_id,
     'row_count', v_count, 'bundle_hash', v_hash);
 END
@@ -86,7 +111,8 @@ $fn$
 `);
 
 export const pushCommitSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.push_commit(p_user text, p_source text, p_push uuid, p_max_conflicts integer, p_retained integer)
+CREATE OR REPLACE FUNCTION sync.push_commit(p_user text, p_source text, p_push uuid, p_max_conflicts integer, p_retained integer,
+  p_max_row_bytes bigint DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_ps sync.push_sessions;
@@ -102,6 +128,7 @@ DECLARE
   v_cat record;
   v_tables smallint[];
   v_delete_tables smallint[];
+  v_hash text;
   v_result jsonb;
   v_state text; v_msg text; v_detail text; v_constraint text; v_schema text; v_table text; v_column text;
 BEGIN
@@ -127,17 +154,24 @@ BEGIN
   SELECT bundle_seq INTO v_existing FROM sync.bundle_log
    WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
   IF FOUND THEN
-    -- Another session of the same (source, source_bundle_id) committed first. With other rows
-    -- (a different request_hash) this session's rows were never applied: answering "committed"
-    -- would make the client drop them, so it is the same mismatch push-session create reports.
-    IF v_ps.request_hash IS NOT NULL AND EXISTS (SELECT 1 FROM sync.bundle_log WHERE user_pk = v_ps.user_pk
-         AND bundle_seq = v_existing AND request_hash IS NOT NULL AND request_hash <> v_ps.request_hash) THEN
+    -- Another session of the same (source, source_bundle_id) committed first. Unless this
+    -- session's rows are the committed ones, they were never applied: answering "committed"
+    -- would make the client drop them, so it is the mismatch push-session create reports. The
+    -- rows are compared by their request hash, computed here from what was staged (a client
+    -- may have sent none); a bundle committed without a stored hash cannot be matched.
+    v_hash := sync.push_request_hash(p_push);
+    IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
+      RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
+    END IF;
+    IF (SELECT request_hash FROM sync.bundle_log WHERE user_pk = v_ps.user_pk AND bundle_seq = v_existing) IS DISTINCT FROM v_hash THEN
       RETURN sync.err('push_request_mismatch', format(
-        'source bundle %s of source %s was committed by another session with a different request_hash',
+        'source bundle %s of source %s was committed by another session with other rows',
         v_ps.source_bundle_id, v_ps.source_id));
     END IF;
     UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
     DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+    UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+     WHERE user_pk = v_ps.user_pk;
     RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_existing);
   END IF;
   v_err := sync.check_source(v_ps.user_pk, v_ps.source_id, true);
@@ -153,7 +187,10 @@ BEGIN
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
-  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> sync.push_request_hash(p_push) THEN
+  -- The hash of the staged rows is stored with the bundle even when the client sent none, so a
+  -- later session of the same (source, source_bundle_id) is compared by its rows, never trusted.
+  v_hash := sync.push_request_hash(p_push);
+  IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
     RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
   END IF;
 
@@ -198,7 +235,8 @@ BEGIN
   END IF;
 
   v_seq := v_us.latest_bundle_seq + 1;
-  PERFORM set_config('lockstep.scope', p_user, true), set_config('lockstep.user_pk', v_ps.user_pk::text, true);
+  -- The bundle context: the business writes below pass the guards, and capture records them.
+  INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
   -- Only the statements the bundle needs: an upsert per table with inserts or updates, a delete
   -- per table with deletes (a bundle without deletes runs none).
   SELECT array_agg(DISTINCT table_id) FILTER (WHERE op_code <> 3), array_agg(DISTINCT table_id) FILTER (WHERE op_code = 3)
@@ -219,7 +257,7 @@ BEGIN
               OR program_limit_exceeded THEN
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
       v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
-    PERFORM set_config('lockstep.scope', '', true), set_config('lockstep.user_pk', '', true);
+    DELETE FROM sync.bundle_context WHERE xact = txid_current();
     PERFORM nextval('sync.counter_push_rejected');
     RETURN sync.err('push_rejected', 'the bundle breaks a business constraint: ' || v_msg, jsonb_build_object(
       'violation', jsonb_build_object('sqlstate', v_state, 'constraint', nullif(v_constraint, ''),
@@ -227,11 +265,15 @@ BEGIN
       '_detail', v_detail));
   END;
 
-  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_ps.request_hash, p_retained);
+  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_hash, p_retained,
+    p_max_row_bytes);
   UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_seq WHERE push_id = p_push;
   DELETE FROM sync.push_session_rows WHERE push_id = p_push;
   UPDATE sync.scope_state SET status = 'initialized', lease_source_id = NULL, lease_expires_at = NULL, updated_at = now()
    WHERE user_pk = v_ps.user_pk AND status <> 'initialized';
+  -- Last, so the user's quota row is held only to the end of this statement.
+  UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+   WHERE user_pk = v_ps.user_pk;
   RETURN jsonb_build_object('status', 'committed') || v_result;
 END
 $fn$

@@ -6,7 +6,7 @@
 import { sql } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
 import { type CommitResponse, type Conflict } from '../../protocol/index.js';
-import { unwrap, type Actor, type SyncContext } from '../context.js';
+import { unwrap, rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE, type Actor, type SyncContext } from '../context.js';
 
 export interface Violation {
   readonly sqlstate: string;
@@ -84,11 +84,17 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   try {
     const [row] = await ctx.db.query<{ answer: unknown }>(sql`
       SELECT sync.push_commit(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${ctx.limits.maxConflictsPerAnswer},
-                              ${ctx.limits.retainedBundlesPerUser}) AS answer`);
+                              ${ctx.limits.retainedBundlesPerUser}, ${rowWireBytesMax(ctx.limits)}) AS answer`);
     answer = row?.answer;
   } catch (error) {
+    // A committed row no response could carry: the statement failed, so nothing committed.
+    if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
     if (certainlyRolledBack(error)) throw error;
-    await ctx.db.query(sql`SELECT nextval('sync.counter_commit_outcome_unknown')`).catch(() => undefined);
+    // Counted even when the database is unreachable now: kept by the runtime until it answers.
+    await ctx.db.query(sql`SELECT sync.count('commit_outcome_unknown', 1)`).catch(() => {
+      ctx.pending.add('commit_outcome_unknown');
+      console.warn(JSON.stringify({ level: 'warn', event: 'commit_outcome_unknown', recorded: false, push_id: pushId }));
+    });
     throw new SyncError('commit_outcome_unknown',
       'the connection failed while the commit was in flight; retry from push-session create with the same source_bundle_id and request_hash');
   }
@@ -109,4 +115,3 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
-

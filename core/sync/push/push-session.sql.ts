@@ -6,7 +6,7 @@ import { managedFunction } from '../../layout/managed-sql.js';
 
 export const pushCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_create(p_user text, p_source text, p_source_bundle_id bigint, p_planned integer,
-  p_init uuid, p_request_hash text, p_ttl_seconds integer) RETURNS jsonb
+  p_init uuid, p_request_hash text, p_ttl_seconds integer, p_max_open integer DEFAULT 64, p_reap_seconds integer DEFAULT 300) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_pk bigint := sync.ensure_user(p_user);
@@ -23,26 +23,39 @@ BEGIN
   SELECT * INTO v_bundle FROM sync.bundle_log
    WHERE user_pk = v_pk AND source_id = p_source AND source_bundle_id = p_source_bundle_id;
   IF FOUND THEN
-    IF p_request_hash IS NOT NULL AND v_bundle.request_hash IS NOT NULL AND v_bundle.request_hash <> p_request_hash THEN
-      RETURN sync.err('push_request_mismatch', format(
-        'source bundle %s of source %s was committed with a different request_hash', p_source_bundle_id, p_source));
+    IF p_request_hash IS NOT NULL THEN
+      IF v_bundle.request_hash IS NOT NULL AND v_bundle.request_hash <> p_request_hash THEN
+        RETURN sync.err('push_request_mismatch', format(
+          'source bundle %s of source %s was committed with a different request_hash', p_source_bundle_id, p_source));
+      END IF;
+      RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_pk, v_bundle.bundle_seq);
     END IF;
-    RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_pk, v_bundle.bundle_seq);
-  END IF;
-  SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_pk = v_pk AND source_id = p_source;
-  IF p_source_bundle_id <= v_last THEN
-    RETURN sync.err('source_sequence_changed', format(
-      'source bundle %s of source %s is at or below its last committed bundle %s, which is no longer retained',
-      p_source_bundle_id, p_source, v_last), jsonb_build_object('last_source_bundle_id', v_last));
-  END IF;
-  IF p_source_bundle_id > v_last + 1 THEN
-    RETURN sync.err('source_sequence_out_of_order', format(
-      'source bundle %s of source %s skips ahead: the next expected is %s', p_source_bundle_id, p_source, v_last + 1),
-      jsonb_build_object('expected_source_bundle_id', v_last + 1));
+    -- Without a hash nobody can tell these rows from other rows under the same id, and answering
+    -- "already committed" would make a client drop rows that were never applied. A staging
+    -- session takes the rows; commit compares them with the committed ones (push_commit).
+  ELSE
+    SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_pk = v_pk AND source_id = p_source;
+    IF p_source_bundle_id <= v_last THEN
+      RETURN sync.err('source_sequence_changed', format(
+        'source bundle %s of source %s is at or below its last committed bundle %s, which is no longer retained',
+        p_source_bundle_id, p_source, v_last), jsonb_build_object('last_source_bundle_id', v_last));
+    END IF;
+    IF p_source_bundle_id > v_last + 1 THEN
+      RETURN sync.err('source_sequence_out_of_order', format(
+        'source bundle %s of source %s skips ahead: the next expected is %s', p_source_bundle_id, p_source, v_last + 1),
+        jsonb_build_object('expected_source_bundle_id', v_last + 1));
+    END IF;
   END IF;
   v_err := sync.check_push_scope(v_pk, p_source, p_init);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
+  END IF;
+  -- One more open session, unless the user is at max_open_push_sessions_per_user: one row read
+  -- and written, whatever the number of sessions.
+  INSERT INTO sync.user_quota AS q (user_pk, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_pk, 1, 0, 0)
+  ON CONFLICT (user_pk) DO UPDATE SET open_push_sessions = q.open_push_sessions + 1 WHERE q.open_push_sessions < p_max_open;
+  IF NOT FOUND THEN
+    RETURN sync.rate_limited(v_pk, 'push', 'max_open_push_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
   INSERT INTO sync.push_sessions (push_id, user_pk, source_id, source_bundle_id, planned_row_count, next_row_ordinal,
     status, request_hash, initialization_id, byte_count, created_at, expires_at)
@@ -59,7 +72,8 @@ $fn$
  */
 export const pushChunkSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_chunk(p_user text, p_source text, p_push uuid, p_start integer, p_rows jsonb,
-  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint) RETURNS jsonb
+  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint, p_max_staged bigint DEFAULT 268435456, p_reap_seconds integer DEFAULT 300)
+RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_ps sync.push_sessions;
@@ -93,6 +107,12 @@ BEGIN
     RETURN sync.err('payload_too_large', format('the bundle would exceed max_bytes_per_bundle (%s bytes)', p_max_bundle_bytes));
   END IF;
   BEGIN
+    -- The user's staged bytes, checked and counted before anything is staged (the block undoes
+    -- the count if staging fails).
+    UPDATE sync.user_quota SET staged_bytes = staged_bytes + p_bytes WHERE user_pk = v_ps.user_pk AND staged_bytes + p_bytes <= p_max_staged;
+    IF NOT FOUND THEN
+      RETURN sync.rate_limited(v_ps.user_pk, 'push', 'max_staged_bytes_per_user', p_max_staged, p_reap_seconds);
+    END IF;
     INSERT INTO sync.push_session_rows (push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
     SELECT p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
            (e.r->>'o')::smallint, (e.r->>'b')::bigint, nullif(e.r->'p', 'null'::jsonb)
@@ -122,6 +142,8 @@ BEGIN
   -- A committed session stays until it expires so a retried commit still gets its answer.
   IF v_ps.status = 'staging' THEN
     DELETE FROM sync.push_sessions WHERE push_id = p_push;
+    UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
+     WHERE user_pk = v_ps.user_pk;
   END IF;
   RETURN jsonb_build_object('deleted', true);
 END

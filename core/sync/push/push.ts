@@ -16,7 +16,8 @@ export async function createPushSession(ctx: SyncContext, actor: Actor, request:
   }
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.push_create(${actor.userId}, ${actor.sourceId}, ${request.source_bundle_id}, ${request.planned_row_count},
-      ${request.initialization_id ?? null}::uuid, ${request.request_hash ?? null}, ${ctx.limits.pushSessionTtlSeconds}) AS answer`);
+      ${request.initialization_id ?? null}::uuid, ${request.request_hash ?? null}, ${ctx.limits.pushSessionTtlSeconds},
+      ${ctx.limits.maxOpenPushSessionsPerUser}, ${ctx.limits.maintenanceIntervalSeconds}) AS answer`);
   return unwrap<PushSessionCreateResponse>(row?.answer);
 }
 
@@ -36,7 +37,8 @@ export async function uploadChunk(ctx: SyncContext, actor: Actor, pushId: string
   const digest = createHash('sha256').update(rowsJson).digest('hex');
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.push_chunk(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${request.start_row_ordinal},
-      ${rowsJson}::jsonb, ${bodyBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}) AS answer`);
+      ${rowsJson}::jsonb, ${bodyBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}, ${ctx.limits.maxStagedBytesPerUser},
+      ${ctx.limits.maintenanceIntervalSeconds}) AS answer`);
   return unwrap<ChunkResponse>(row?.answer);
 }
 
@@ -44,4 +46,3 @@ export async function deletePushSession(ctx: SyncContext, actor: Actor, pushId: 
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`SELECT sync.push_delete(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid) AS answer`);
   unwrap(row?.answer);
 }
-

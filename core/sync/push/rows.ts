@@ -31,24 +31,62 @@ export interface RowProblem {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
-/** True when `value` nests deeper than `maxDepth` (limits.maxJsonDepth); stops at that depth. */
-function tooDeep(value: unknown, maxDepth: number, depth = 0): boolean {
-  if (value === null || typeof value !== 'object') return false;
-  if (depth >= maxDepth) return true;
-  return (Array.isArray(value) ? value : Object.values(value)).some((v) => tooDeep(v, maxDepth, depth + 1));
+/** Why a JSON value cannot be staged as it is. */
+type ValueProblem = 'too_deep' | 'nul' | 'lone_surrogate' | 'non_finite';
+
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
+/**
+ * PostgreSQL text and jsonb hold neither U+0000 nor a lone UTF-16 surrogate (JSON.parse accepts
+ * `"\ud800"`, jsonb refuses it: 22P02), so either one in a key, a column name, a value or a key
+ * of a json object would fail the staging statement itself: a 500 for the client's own input.
+ */
+function stringProblem(text: string): ValueProblem | null {
+  if (text.includes('\u0000')) return 'nul';
+  return LONE_SURROGATE.test(text) ? 'lone_surrogate' : null;
 }
 
 /**
- * PostgreSQL text and jsonb cannot hold U+0000, so a NUL anywhere in a key, a column name or a
- * value would fail the staging statement itself (22P05) and surface as a 500. It is the
- * client's input, so it is refused here as invalid_request.
+ * The first reason `value` cannot be stored: nesting deeper than `maxDepth` (limits.maxJsonDepth),
+ * a NUL or a lone surrogate in any string or object key, or a number beyond the double range
+ * (JSON.parse reads `1e400` as ±Infinity, which would reach PostgreSQL as null: a silent loss).
+ * Iterative and bounded by the depth limit, so a 10,000-level value costs no stack (the
+ * recursive checks it replaces overflowed).
  */
-function containsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  if (Array.isArray(value)) return value.some(containsNul);
-  if (value !== null && typeof value === 'object') return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v));
-  return false;
+function unstorable(value: unknown, maxDepth: number): ValueProblem | null {
+  const pending: Array<readonly [unknown, number]> = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [v, depth] = next;
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return 'non_finite';
+      continue;
+    }
+    if (typeof v === 'string') {
+      const problem = stringProblem(v);
+      if (problem) return problem;
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= maxDepth) return 'too_deep';
+    if (Array.isArray(v)) {
+      for (const child of v) pending.push([child, depth + 1]);
+      continue;
+    }
+    for (const [k, child] of Object.entries(v)) {
+      const problem = stringProblem(k);
+      if (problem) return problem;
+      pending.push([child, depth + 1]);
+    }
+  }
+  return null;
 }
+
+const VALUE_MESSAGES: Record<ValueProblem, (limits: Limits) => string> = {
+  too_deep: (limits) => `json values nest at most ${limits.maxJsonDepth} levels deep`,
+  nul: () => 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)',
+  lone_surrogate: () => 'values cannot contain a lone UTF-16 surrogate (\\ud800-\\udfff without its pair): it is not Unicode text',
+  non_finite: () => 'a JSON number beyond the double range (such as 1e400) cannot be stored; send NaN and infinities as the strings "NaN", "Infinity", "-Infinity"',
+};
 
 function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
@@ -61,9 +99,11 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
     return null;
   }
   const [keyColumn, keyValue] = Object.entries(row.key)[0] as [string, string];
+  const keyProblem = stringProblem(keyValue);
   if (keyColumn !== table.keyColumn) add(`key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
   else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
-  else if (containsNul(keyValue)) add(`key.${keyColumn}`, 'a key cannot contain U+0000');
+  else if (keyProblem === 'nul') add(`key.${keyColumn}`, 'a key cannot contain U+0000');
+  else if (keyProblem === 'lone_surrogate') add(`key.${keyColumn}`, 'a key cannot contain a lone UTF-16 surrogate');
   else if (new TextEncoder().encode(keyValue).byteLength > limits.maxKeyBytes) add(`key.${keyColumn}`, `a key is at most ${limits.maxKeyBytes} bytes of UTF-8`);
 
   const payload = row.payload ?? null;
@@ -73,6 +113,10 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
     add('payload', `an ${row.op} row needs a payload object`);
   } else {
     for (const [name, value] of Object.entries(payload)) {
+      if (stringProblem(name)) {
+        add('payload', 'a column name cannot contain U+0000 or a lone UTF-16 surrogate');
+        continue;
+      }
       if (name === SCOPE_COLUMN) {
         add(`payload.${name}`, `${SCOPE_COLUMN} is derived from the authenticated user and must not be sent`);
         continue;
@@ -83,12 +127,10 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
         continue;
       }
       if (value === null) continue;
-      if (containsNul(value)) {
-        add(`payload.${name}`, 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)');
-        continue;
-      }
-      if (tooDeep(value, limits.maxJsonDepth)) {
-        add(`payload.${name}`, `json values nest at most ${limits.maxJsonDepth} levels deep`);
+      // First, before any other look into the value: nothing below may recurse into it unbounded.
+      const problem = unstorable(value, limits.maxJsonDepth);
+      if (problem) {
+        add(`payload.${name}`, VALUE_MESSAGES[problem](limits));
         continue;
       }
       if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');

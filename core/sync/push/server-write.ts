@@ -7,6 +7,9 @@
 import { sql, type Db, type Queryable } from '../../db/index.js';
 import { type BundleSummary } from '../../protocol/index.js';
 import { type CommitNotifier } from '../notify/connections.js';
+import { SyncError } from '../../errors.js';
+import { defaultLimits } from '../../limits.js';
+import { rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE } from '../context.js';
 
 export interface ServerWriteOptions {
   readonly userId: string;
@@ -18,6 +21,8 @@ export interface ServerWriteOptions {
    * notifier). A long-running server's commit feed hears server writes without it.
    */
   readonly notifier?: CommitNotifier | undefined;
+  /** The largest committed row in escaped wire bytes (rowWireBytesMax of the limits); default: that of the default limits. */
+  readonly rowWireBytesMax?: number;
 }
 
 export interface ServerWriteResult<T> {
@@ -30,8 +35,15 @@ export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (t
   const written = await db.runTx(async (tx) => {
     await tx.query(sql`SELECT sync.server_bundle_begin(${options.userId}, ${options.sourceId})`);
     const result = await fn(tx, options.userId);
-    const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}) AS answer`);
-    return { result, bundle: row?.answer ?? null };
+    try {
+      const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`
+        SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}, ${options.rowWireBytesMax ?? rowWireBytesMax(defaultLimits)}) AS answer`);
+      return { result, bundle: row?.answer ?? null };
+    } catch (error) {
+      // A row no response could carry would leave every device of the user unable to pull past it.
+      if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
+      throw error;
+    }
   });
   // After the commit, never inside it: a device told too early would pull before the bundle exists.
   if (written.bundle && options.notifier) await options.notifier.committed(db, options.userId).catch(() => undefined);

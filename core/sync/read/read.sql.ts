@@ -8,7 +8,7 @@ import { managedFunction } from '../../layout/managed-sql.js';
 /** Rows render by concatenation: table_catalog.row_json_prefix holds {"schema":…,"table":…,"key":{"<key>":. */
 export const committedRowTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.committed_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_op smallint, p_version bigint, p_payload jsonb)
-RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+RETURNS text LANGUAGE sql STABLE AS $fn$
   SELECT p_prefix || to_json(CASE WHEN p_kind = 'uuid' THEN encode(p_key_bytes, 'hex')::uuid::text ELSE convert_from(p_key_bytes, 'UTF8') END)::text
     || '},"op":"' || CASE p_op WHEN 1 THEN 'INSERT' WHEN 2 THEN 'UPDATE' ELSE 'DELETE' END
     || '","row_version":' || p_version || ',"payload":' || coalesce(p_payload::text, 'null') || '}'
@@ -18,7 +18,7 @@ $fn$
 /** '{"bundle_seq":…,"source_id":…,"source_bundle_id":…,"row_count":…,"bundle_hash":"…"' (object left open). */
 export const bundleHeadTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.bundle_head_text(p_seq bigint, p_source text, p_source_bundle_id bigint, p_rows integer, p_hash text)
-RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+RETURNS text LANGUAGE sql STABLE AS $fn$
   SELECT '{"bundle_seq":' || p_seq || ',"source_id":' || to_json(p_source)::text || ',"source_bundle_id":' || p_source_bundle_id
     || ',"row_count":' || p_rows || ',"bundle_hash":' || to_json(p_hash)::text
 $fn$
@@ -61,24 +61,34 @@ BEGIN
       p_after, v_stable)), NULL::text;
     RETURN;
   END IF;
+  -- Budgets are in escaped bytes (sync.wire_bytes), what the response costs inside a Lambda
+  -- function result. Each bundle costs its head plus its stored rows' sizes (rows committed before
+  -- layout 5 are measured here); 96 bytes cover the page's own envelope.
   RETURN QUERY
   WITH page AS (
-    SELECT b.*, sum(b.byte_count + 200) OVER (ORDER BY b.bundle_seq) AS cumulative
-    FROM (SELECT * FROM sync.bundle_log WHERE user_pk = v_us.user_pk AND bundle_seq > p_after AND bundle_seq <= v_stable
-          ORDER BY bundle_seq LIMIT p_max) b
+    SELECT b.*, sum(b.cost) OVER (ORDER BY b.bundle_seq) + 96 AS cumulative
+    FROM (SELECT l.*, sync.wire_bytes(sync.bundle_head_text(l.bundle_seq, l.source_id, l.source_bundle_id, l.row_count, l.bundle_hash)
+                   || ',"rows_omitted":false,"rows":[]},') + coalesce(l.wire_bytes, (
+                   SELECT sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes,
+                            r.op_code, r.bundle_seq, r.payload))) + 1)
+                     FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
+                    WHERE r.user_pk = l.user_pk AND r.bundle_seq = l.bundle_seq), 0) AS cost
+          FROM sync.bundle_log l WHERE l.user_pk = v_us.user_pk AND l.bundle_seq > p_after AND l.bundle_seq <= v_stable
+          ORDER BY l.bundle_seq LIMIT p_max) b
   ), chosen AS (
     -- The first bundle always goes; one too large for a response goes without its rows.
     SELECT page.*, page.cumulative > p_budget AS omitted FROM page
      WHERE page.cumulative <= p_budget OR page.bundle_seq = p_after + 1
   )
-  -- The body is JSON text built by concatenation end to end: nothing is parsed back into json
-  -- (a '::json' cast of each bundle's rows cost ~20 µs per row) and the edge sends it as is.
+  -- The body is JSON text built by concatenation end to end: stored row texts (rendered once at
+  -- commit) are joined, nothing is parsed back into json, and the edge sends it as is.
   SELECT NULL::jsonb, '{"stable_bundle_seq":' || v_stable || ',"bundles":[' || coalesce(string_agg(
       sync.bundle_head_text(c.bundle_seq, c.source_id, c.source_bundle_id, c.row_count, c.bundle_hash)
       || ',"rows_omitted":' || c.omitted::text || ',"rows":[' || CASE WHEN c.omitted THEN '' ELSE (
-          SELECT coalesce(string_agg(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.op_code, r.bundle_seq, r.payload),
+          SELECT coalesce(string_agg(coalesce(r.row_text, (SELECT sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes,
+                   r.op_code, r.bundle_seq, r.payload) FROM sync.table_catalog tc WHERE tc.table_id = r.table_id)),
                  ',' ORDER BY r.row_ordinal), '')
-            FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
+            FROM sync.bundle_rows r
            WHERE r.user_pk = v_us.user_pk AND r.bundle_seq = c.bundle_seq) END || ']}',
       ',' ORDER BY c.bundle_seq), '')
     || '],"has_more":' || (coalesce(max(c.bundle_seq), p_after) < v_stable)::text || '}'
@@ -93,6 +103,8 @@ RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_us sync.user_state;
   v_b sync.bundle_log;
+  v_head text;
+  v_envelope integer;
 BEGIN
   SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
   IF FOUND THEN
@@ -114,25 +126,32 @@ BEGIN
       p_seq, v_us.retained_floor), jsonb_build_object('retained_floor', v_us.retained_floor)), NULL::text;
     RETURN;
   END IF;
+  -- Budgets are in escaped bytes (sync.wire_bytes): each row its stored size plus a comma (rows
+  -- committed before layout 5 are measured here), plus the page's own envelope.
+  v_head := sync.bundle_head_text(v_b.bundle_seq, v_b.source_id, v_b.source_bundle_id, v_b.row_count, v_b.bundle_hash);
+  v_envelope := sync.wire_bytes(v_head || ',"rows":[],"next_row_ordinal":' || (p_after + p_max) || ',"has_more":false}');
   RETURN QUERY
   WITH page AS (
-    SELECT r.*, sum(sync.row_bytes(r.payload, r.key_bytes)) OVER (ORDER BY r.row_ordinal) AS cumulative
+    SELECT r.row_ordinal, r.row_text, r.table_id, r.key_bytes, r.op_code, r.payload,
+           sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.op_code,
+             r.bundle_seq, r.payload))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
     -- Ordinals are dense (0 … row_count - 1), so the page is the closed range [p_after, p_after + p_max):
     -- a range scan of the primary key (user_pk, bundle_seq, row_ordinal). Without the upper bound
     -- a bundle's whole remainder was read and sorted for every page.
     FROM (SELECT * FROM sync.bundle_rows WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq
             AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
           ORDER BY row_ordinal) r
+    JOIN sync.table_catalog tc ON tc.table_id = r.table_id
   ), chosen AS (
     SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
   )
-  -- JSON text by concatenation, never cast to json (see sync.pull).
-  SELECT NULL::jsonb, sync.bundle_head_text(v_b.bundle_seq, v_b.source_id, v_b.source_bundle_id, v_b.row_count, v_b.bundle_hash)
-    || ',"rows":[' || coalesce(string_agg(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes, c.op_code, c.bundle_seq, c.payload),
-        ',' ORDER BY c.row_ordinal), '')
+  -- JSON text by concatenation of the rows rendered at commit, never cast to json (see sync.pull).
+  SELECT NULL::jsonb, v_head
+    || ',"rows":[' || coalesce(string_agg(coalesce(c.row_text, (SELECT sync.committed_row_text(tc.row_json_prefix, tc.key_kind,
+         c.key_bytes, c.op_code, p_seq, c.payload) FROM sync.table_catalog tc WHERE tc.table_id = c.table_id)), ',' ORDER BY c.row_ordinal), '')
     || '],"next_row_ordinal":' || (p_after + count(c.row_ordinal))
     || ',"has_more":' || (p_after + count(c.row_ordinal) < v_b.row_count)::text || '}'
-  FROM chosen c LEFT JOIN sync.table_catalog tc ON tc.table_id = c.table_id;
+  FROM chosen c;
 END
 $fn$
 `);

@@ -8,7 +8,8 @@ export async function createSnapshot(ctx: SyncContext, actor: Actor, request: Sn
   const replacement = request.source_replacement;
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.snapshot_create(${actor.userId}, ${actor.sourceId}, ${replacement?.previous_source_id ?? null},
-      ${replacement?.new_source_id ?? null}, ${replacement?.reason ?? null}, ${ctx.limits.snapshotSessionTtlSeconds}) AS answer`);
+      ${replacement?.new_source_id ?? null}, ${replacement?.reason ?? null}, ${ctx.limits.snapshotSessionTtlSeconds},
+      ${ctx.limits.maxOpenSnapshotSessionsPerUser}, ${ctx.limits.maintenanceIntervalSeconds}) AS answer`);
   return unwrap<SnapshotSession>(row?.answer);
 }
 

@@ -1,0 +1,112 @@
+/**
+ * Hydration in a real browser (issue 18): the demo app in headless chromium on OPFS, as in
+ * test/demo.web.test.ts, signing a fresh device (a new browser context: its own OPFS) in as a
+ * user with 20,000 rows (20 lists × 999 to-dos). Measured from the sign-in click to the row count
+ * the app shows, with the phases the progress bar reveals (sign-in, worker, connect and snapshot
+ * session; the page downloads; the apply and first render). Target: ≤ 1.5 s.
+ *
+ * Needs chromium (Debian's, or CHROMIUM_PATH); without one the benchmark records a note and no
+ * figure. The demo is built into a temporary folder and served by a gateway of its own.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Page } from 'playwright-core';
+import { serverWrite } from '../core/sync/index.js';
+import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
+import { buildDemo } from '../dev/build-demo.js';
+import { type Benchmark } from './lib/context.js';
+import { startSideDatabase } from './lib/server.js';
+import { spread } from './lib/stats.js';
+
+const LISTS = 20;
+const TODOS_PER_LIST = 999;
+const ROWS = LISTS + LISTS * TODOS_PER_LIST;
+export const BROWSER_HYDRATION_TARGET_MS = 1500;
+
+function findChromium(): string | null {
+  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+  return candidates.find((path): path is string => !!path && existsSync(path)) ?? null;
+}
+
+const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
+
+interface Run {
+  readonly totalMs: number;
+  readonly startMs: number;
+  readonly downloadMs: number;
+  readonly applyMs: number;
+}
+
+export const browserHydrationBenchmark: Benchmark = {
+  name: 'browser-hydration',
+  async run(ctx, rec) {
+    const chromiumPath = findChromium();
+    if (!chromiumPath) {
+      rec.note('browser-hydration: no chromium found (install Debian\'s chromium or set CHROMIUM_PATH): nothing measured');
+      return;
+    }
+    const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-demo-'));
+    const built = await buildDemo(outDir);
+    const side = await startSideDatabase(ctx.server, 'browser_demo', { schemaSql: DEMO_SCHEMA_SQL, tables: DEMO_SYNC_TABLES, staticDir: built.outDir, devTokens: true });
+    const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    try {
+      const user = 'browser-carol';
+      await serverWrite(side.db, { userId: user, sourceId: 'server:seed', retainedBundlesPerUser: side.runtime.config.limits.retainedBundlesPerUser }, async (tx, scope) => {
+        for (const statement of demoSeed(scope, LISTS, TODOS_PER_LIST)) await tx.query(statement);
+      });
+      const hydrateOnce = async (i: number | 'warm-up'): Promise<Run> => {
+        const context = await browser.newContext({ baseURL: side.url, viewport: { width: 1100, height: 800 } });
+        try {
+          const page = await context.newPage();
+          await page.goto('/');
+          // Samples every 10 ms from before the click: the progress bar and the row count.
+          await page.evaluate(() => {
+            type Sample = { t: number; v: number; hidden: boolean; rows: string };
+            const samples: Sample[] = [];
+            (globalThis as unknown as { __samples: Sample[] }).__samples = samples;
+            const bar = document.querySelector('[data-testid="progress-bar"]') as HTMLProgressElement;
+            const box = document.querySelector('[data-testid="hydrate-progress"]') as HTMLElement;
+            const rows = document.querySelector('[data-testid="count-rows"]') as HTMLElement;
+            setInterval(() => samples.push({ t: performance.now(), v: bar.value, hidden: box.hidden, rows: rows.textContent ?? '' }), 10);
+          });
+          await byTestId(page, 'user-input').fill(user);
+          const clickedAt = await page.evaluate(() => performance.now());
+          await byTestId(page, 'sign-in-button').click();
+          await page.waitForFunction((want) => document.querySelector('[data-testid="count-rows"]')?.textContent === want, String(ROWS), { timeout: 120_000, polling: 10 });
+          const samples = await page.evaluate(() => (globalThis as unknown as { __samples: { t: number; v: number; hidden: boolean; rows: string }[] }).__samples);
+          const shown = samples.filter((x) => !x.hidden);
+          const barShown = shown[0]?.t ?? clickedAt;
+          const barFull = shown.find((x) => x.v === 1)?.t ?? barShown;
+          const counted = samples.find((x) => x.rows === String(ROWS))?.t ?? (await page.evaluate(() => performance.now()));
+          rec.expectEqual(`browser hydration run ${i}: to-dos shown`, Number(await byTestId(page, 'count-todos').textContent()), LISTS * TODOS_PER_LIST);
+          return { totalMs: counted - clickedAt, startMs: barShown - clickedAt, downloadMs: barFull - barShown, applyMs: counted - barFull };
+        } finally {
+          await context.close();
+        }
+      };
+      await hydrateOnce('warm-up');
+      const runs: Run[] = [];
+      for (let i = 0; i < ctx.runs(5); i++) {
+        runs.push(await hydrateOnce(i));
+        const r = runs.at(-1) as Run;
+        ctx.log(`browser hydration run ${i}: ${r.totalMs.toFixed(0)} ms (start ${r.startMs.toFixed(0)}, pages ${r.downloadMs.toFixed(0)}, apply and render ${r.applyMs.toFixed(0)})`);
+      }
+      const total = spread(runs.map((r) => r.totalMs));
+      rec.figure({
+        id: 'browser_hydration.ms',
+        label: `hydrate ${ROWS.toLocaleString('en-US')} rows in chromium on OPFS (demo app: sign-in click → rows shown)`,
+        unit: 'ms',
+        value: total,
+        target: { text: `≤ ${BROWSER_HYDRATION_TARGET_MS.toLocaleString('en-US')} ms`, met: total.median <= BROWSER_HYDRATION_TARGET_MS },
+      });
+      rec.figure({ id: 'browser_hydration.start_ms', label: 'browser hydration: sign-in, worker, connect and snapshot create', unit: 'ms', value: spread(runs.map((r) => r.startMs)) });
+      rec.figure({ id: 'browser_hydration.pages_ms', label: 'browser hydration: page downloads and staging (progress bar moving)', unit: 'ms', value: spread(runs.map((r) => r.downloadMs)) });
+      rec.figure({ id: 'browser_hydration.apply_ms', label: 'browser hydration: final apply and first render', unit: 'ms', value: spread(runs.map((r) => r.applyMs)) });
+    } finally {
+      await browser.close();
+      await side.close();
+      rmSync(outDir, { recursive: true, force: true });
+    }
+  },
+};

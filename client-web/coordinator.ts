@@ -1,0 +1,489 @@
+/**
+ * The coordinator: the one place that conducts a sync operation and owns every durable state
+ * transition (the writes themselves are named functions of state.ts, the only module that writes
+ * `_sync_*` lifecycle state).
+ *
+ * A run reads the durable facts, asks the state machine (machine.ts) for the phase, runs that
+ * phase's step — push (push.ts), pull (pull.ts), rebuild (rebuild.ts), which only talk to the
+ * server and answer outcomes — records what the outcome means in one local transaction
+ * (replaying a committed bundle and acknowledging its tuple, applying a pulled page and moving
+ * the checkpoint, applying a snapshot, resolving conflicts, quarantining, recording a rejection
+ * or a source refusal), and feeds the outcome back to the machine as an event, until the machine
+ * reaches a terminal phase. Steps never call each other.
+ */
+import { type SourceReplacementReason } from '../core/protocol/read-path.js';
+import { type AttachResult, type DetachResult, type PullResult, type PushResult, type RebuildResult } from './api.js';
+import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, inApplyMode } from './apply.js';
+import { fetchOwnBundle } from './committed-rows.js';
+import { resolveConflicts } from './conflicts.js';
+import { type ClientContext } from './context.js';
+import { ClientError, ClientErrorCode } from './errors.js';
+import { replacementReason, type SourceRefusal } from './http-errors.js';
+import { dropStageTables, outboxTables, resetStageTables } from './install.js';
+import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
+import { dropOutbox, freeze, unfreeze, type FreezeLimits } from './outbox.js';
+import { pullPage } from './pull.js';
+import { connect, pushBundle } from './push.js';
+import { salvage, type Salvage } from './quarantine.js';
+import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation } from './rebuild.js';
+import { type SqliteStatements } from './sqlite/port.js';
+import {
+  acknowledgeTuple,
+  adoptSource,
+  advanceCheckpoint,
+  advanceCheckpointPastOwn,
+  attachUser,
+  checkpointAtSnapshot,
+  clearSnapshotDownload,
+  countDirty,
+  countQuarantine,
+  detachUser,
+  forgetSnapshotsBefore,
+  readAttachment,
+  readFrozen,
+  readSnapshotDownload,
+  readSource,
+  recordRejection,
+  recordRotationIntent,
+  recordSnapshotDownload,
+  recordSourceRefusal,
+  setInitializationId,
+  setRebuildRequired,
+  type FrozenBundle,
+  type Rejection,
+  type SnapshotDownload,
+} from './state.js';
+import { SyncHttpError } from './transport.js';
+
+/** Rounds one bundle may take through outcomes that rewrite it (conflicts, reconnects, splits, salvage). */
+const MAX_ROUNDS = 25;
+/** Scope refusals one bundle answers by connecting again. */
+const MAX_RECONNECTS = 3;
+/** Snapshot sessions one rebuild starts when they keep vanishing mid-download. */
+const MAX_SNAPSHOT_SESSIONS = 3;
+/** A freeze stays under this share of the server's byte limit (its measure counts JSON framing). */
+const FREEZE_BYTES_SHARE = 0.9;
+
+export interface RunOptions {
+  /** Rebuild goal: rotate the source for this reason (else the recorded refusal's, if any). */
+  readonly rotate?: SourceReplacementReason;
+  /** Push goal: push a bundle the server rejected before, instead of reporting the rejection. */
+  readonly retryRejected?: boolean;
+}
+
+/** What one run did, for the caller's result. */
+export interface RunReport {
+  readonly push: PushResult;
+  readonly pull: PullResult | null;
+  readonly rebuild: RebuildResult | null;
+  /** Rows applied by rebuilds of this run (an attach's hydration). */
+  readonly rebuiltRows: number;
+}
+
+/** What a run has done so far. */
+class Run {
+  machine: Machine;
+  // Push.
+  committed: { bundleSeq: number; sourceBundleId: number; alreadyCommitted: boolean } | null = null;
+  pushedRows = 0;
+  conflictsResolved = 0;
+  quarantinedRows = 0;
+  resolvedWithoutCommit = false;
+  rejection: Rejection | null = null;
+  // Pull.
+  pulled = false;
+  pullTarget: number | undefined;
+  bundlesApplied = 0;
+  rowsApplied = 0;
+  rowsSkippedPending = 0;
+  rowsSeen = 0;
+  // Rebuild.
+  rebuilds = 0;
+  rebuiltRows = 0;
+  rebuild: RebuildResult | null = null;
+  sourceError: SyncHttpError | null = null;
+
+  constructor(goal: Goal, readonly options: RunOptions) {
+    this.machine = initial(goal);
+  }
+
+  pushResult(): PushResult {
+    if (this.rejection) return { status: 'rejected', ...this.rejection };
+    const quarantined = this.quarantinedRows > 0 ? { quarantinedRows: this.quarantinedRows } : {};
+    if (this.committed) return { status: 'committed', ...this.committed, rowCount: this.pushedRows, conflictsResolved: this.conflictsResolved, ...quarantined };
+    if (this.resolvedWithoutCommit) return { status: 'resolved_without_commit', conflictsResolved: this.conflictsResolved, ...quarantined };
+    return { status: 'nothing_to_push' };
+  }
+}
+
+export class Coordinator {
+  constructor(private readonly ctx: ClientContext) {}
+
+  private get db() {
+    return this.ctx.db;
+  }
+
+  /** The durable facts the machine decides on. */
+  private async facts(): Promise<Facts> {
+    const frozen = await readFrozen(this.db);
+    const attachment = await readAttachment(this.db);
+    const source = await readSource(this.db);
+    return {
+      frozen: frozen === null ? 'none' : frozen.rejected ? 'rejected' : 'pending',
+      rebuildRequired: attachment.rebuildRequired,
+      sourceRefused: source.rotationReason !== null,
+    };
+  }
+
+  /** Runs one operation to its end (see machine.ts for the decisions). */
+  async run(goal: Goal, options: RunOptions = {}): Promise<RunReport> {
+    const run = new Run(goal, options);
+    const rotate = goal === 'rebuild' && (options.rotate !== undefined || (await readSource(this.db)).rotationReason !== null);
+    run.machine = transition(run.machine, { type: 'begin', facts: await this.facts(), rotate });
+    for (;;) {
+      let event: SyncEvent;
+      switch (run.machine.phase) {
+        case 'rebuild':
+          event = await this.rebuildPhase(run);
+          break;
+        case 'push':
+          event = await this.pushPhase(run);
+          break;
+        case 'pull':
+          event = await this.pullPhase(run);
+          break;
+        case 'start':
+          throw new Error('lockstep: a run cannot stay in start');
+        case 'done':
+        case 'rejected':
+          return this.report(run);
+        case 'outbox_pending': {
+          const frozen = await readFrozen(this.db);
+          throw new ClientError(ClientErrorCode.outboxPending,
+            `${goal} refused: frozen bundle (source bundle ${frozen?.sourceBundleId ?? '?'}) must be pushed, quarantined or discarded first`);
+        }
+        case 'source_recovery':
+          throw this.sourceRecoveryError(run);
+        case 'not_converging':
+          throw new ClientError(ClientErrorCode.pushNotConverging, `${goal} needed more than ${run.machine.rebuilds} rebuilds; the server keeps answering history_pruned or taking the scope`);
+      }
+      run.machine = transition(run.machine, event);
+    }
+  }
+
+  private async report(run: Run): Promise<RunReport> {
+    // Held from an earlier push: the stored rejection is the answer (no new attempt).
+    if (run.machine.phase === 'rejected' && !run.rejection) run.rejection = (await readFrozen(this.db))?.rejected ?? null;
+    const pullGoal = run.machine.goal === 'sync' || run.machine.goal === 'pull';
+    const pull: PullResult | null = pullGoal && run.machine.phase === 'done'
+      ? {
+          bundlesApplied: run.bundlesApplied,
+          rowsApplied: run.rowsApplied,
+          rowsSkippedPending: run.rowsSkippedPending,
+          checkpoint: (await readAttachment(this.db)).checkpoint,
+          rebuilt: run.rebuilds > 0,
+        }
+      : null;
+    return { push: run.pushResult(), pull, rebuild: run.rebuild, rebuiltRows: run.rebuiltRows };
+  }
+
+  private sourceRecoveryError(run: Run): ClientError {
+    const error = run.sourceError;
+    return new ClientError(
+      ClientErrorCode.sourceRecoveryRequired,
+      `the server refused this device's source${error ? ` (${error.code})` : ''}: call rebuild() to rotate to a new source; local changes are kept`,
+      { serverCode: error?.code ?? null, body: error?.body ?? null },
+      error ? { cause: error } : undefined,
+    );
+  }
+
+  /** A source refusal is recorded durably: the next rebuild rotates, even after a restart (protocol §10.5). */
+  private async sourceRefused(run: Run, error: SyncHttpError): Promise<SyncEvent> {
+    run.sourceError = error;
+    await this.db.transaction((tx) => recordSourceRefusal(tx, replacementReason(error.code as SourceRefusal)));
+    return { type: 'source_refused' };
+  }
+
+  private needsRebuild = (tx: SqliteStatements) => setRebuildRequired(tx, true);
+
+  // ── Push ────────────────────────────────────────────────────────────────────────────────────
+
+  private freezeLimits(): FreezeLimits {
+    return { maxRows: this.ctx.limits.maxRowsPerBundle, maxBytes: Math.floor(this.ctx.limits.maxBytesPerBundle * FREEZE_BYTES_SHARE) };
+  }
+
+  /** Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild. */
+  private freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+    return this.db.transaction(async (tx) => {
+      if (unfreezeFirst) await unfreeze(tx, unfreezeFirst);
+      const result = await freeze(tx, this.ctx.model, limits);
+      if (result.rebuildRequired) await setRebuildRequired(tx, true);
+      return result.frozen;
+    });
+  }
+
+  /** One bundle: freeze (or resume) it and push it to an outcome. */
+  private async pushPhase(run: Run): Promise<SyncEvent> {
+    const first = await this.freeze();
+    if (!first) return { type: 'nothing_to_push', facts: await this.facts() };
+    if (first.rejected && !run.options.retryRejected) {
+      run.rejection = first.rejected;
+      return { type: 'rejected' };
+    }
+    let frozen: FrozenBundle = first;
+    let reconnects = 0;
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      const attempt = await pushBundle(this.ctx, frozen);
+      switch (attempt.kind) {
+        case 'committed':
+          return this.replay(run, frozen, attempt.bundle, attempt.alreadyCommitted);
+        case 'conflicts': {
+          run.conflictsResolved += attempt.conflicts.length;
+          const rewritten = await resolveConflicts(this.ctx, frozen, attempt.rows, attempt.conflicts, this.needsRebuild);
+          if (!rewritten) {
+            run.resolvedWithoutCommit = true;
+            return { type: 'pushed', facts: await this.facts() };
+          }
+          frozen = rewritten;
+          continue;
+        }
+        case 'rejected': {
+          const saved: Salvage | null = this.ctx.config.onRejected === 'quarantine' ? await salvage(this.ctx, frozen, attempt.rejection, this.needsRebuild) : null;
+          if (!saved) {
+            await this.db.transaction((tx) => recordRejection(tx, attempt.rejection));
+            run.rejection = attempt.rejection;
+            return { type: 'rejected' };
+          }
+          run.quarantinedRows += saved.quarantinedRows;
+          if (!saved.frozen) {
+            run.resolvedWithoutCommit = true;
+            return { type: 'pushed', facts: await this.facts() };
+          }
+          frozen = saved.frozen;
+          continue;
+        }
+        case 'scope_refused': {
+          if (reconnects++ >= MAX_RECONNECTS) throw new ClientError(ClientErrorCode.pushNotConverging, 'the server keeps refusing the scope after connecting again');
+          const answer = await connect(this.ctx, true);
+          if (answer.resolution === 'retry_later') {
+            throw new SyncHttpError('scope_initializing', 409, 'another device is initializing this user; try again later', {}, (answer.retry_after_seconds ?? 1) * 1000);
+          }
+          if (answer.resolution === 'remote_authoritative') {
+            // Another device initialized the scope: its data comes first, the local changes go
+            // back to the dirty set and are pushed on top (frozen afresh after the rebuild).
+            const taken = frozen;
+            await this.db.transaction(async (tx) => {
+              await unfreeze(tx, taken);
+              await setInitializationId(tx, null);
+              await setRebuildRequired(tx, true);
+            });
+            return { type: 'scope_taken' };
+          }
+          await this.db.transaction((tx) => setInitializationId(tx, answer.initialization_id ?? null));
+          const again = await this.freeze();
+          if (!again) return { type: 'nothing_to_push', facts: await this.facts() };
+          frozen = again;
+          continue;
+        }
+        case 'source_refused':
+          return this.sourceRefused(run, attempt.error);
+        case 'too_large': {
+          // The server measures the bundle larger than the freeze did: freeze half as many rows.
+          const smaller = await this.freeze({ ...this.freezeLimits(), maxRows: Math.max(1, Math.floor(frozen.rowCount / 2)) }, frozen);
+          if (!smaller) return { type: 'nothing_to_push', facts: await this.facts() };
+          frozen = smaller;
+          continue;
+        }
+      }
+    }
+    throw new ClientError(ClientErrorCode.pushNotConverging, `source bundle ${frozen.sourceBundleId} did not commit within ${MAX_ROUNDS} rounds`);
+  }
+
+  /**
+   * Replays a committed bundle in one transaction with acknowledging its tuple, so a crash either
+   * keeps the frozen bundle (and the retry converges to `already_committed`) or has done both. A
+   * bundle whose rows were pruned meanwhile is acknowledged and rebuilt instead (protocol §10.2).
+   */
+  private async replay(run: Run, frozen: FrozenBundle, bundle: { bundle_seq: number; source_bundle_id: number; row_count: number }, alreadyCommitted: boolean): Promise<SyncEvent> {
+    const fetched = await fetchOwnBundle(this.ctx, bundle, frozen.sourceBundleId);
+    run.committed = { bundleSeq: bundle.bundle_seq, sourceBundleId: bundle.source_bundle_id, alreadyCommitted };
+    run.pushedRows += bundle.row_count;
+    if (fetched.kind === 'pruned') {
+      await this.db.transaction(async (tx) => {
+        await dropOutbox(tx, frozen);
+        await acknowledgeTuple(tx, frozen.sourceBundleId);
+        await setRebuildRequired(tx, true);
+      });
+      return { type: 'replay_pruned' };
+    }
+    await applyTransaction(this.db, this.ctx.model, async (tx) => {
+      await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, fetched.rows, true));
+      await dropOutbox(tx, frozen);
+      await acknowledgeTuple(tx, frozen.sourceBundleId);
+      await advanceCheckpointPastOwn(tx, bundle.bundle_seq);
+      await forgetSnapshotsBefore(tx, bundle.bundle_seq);
+    }, this.needsRebuild);
+    return { type: 'pushed', facts: await this.facts() };
+  }
+
+  // ── Pull ────────────────────────────────────────────────────────────────────────────────────
+
+  /** One page of complete bundles, applied with the checkpoint in one transaction. */
+  private async pullPhase(run: Run): Promise<SyncEvent> {
+    const checkpoint = (await readAttachment(this.db)).checkpoint;
+    const page = await pullPage(this.ctx, checkpoint, run.pullTarget);
+    if (page.kind === 'history_pruned') {
+      // Durable first: a crash during the rebuild resumes it on the next sync (protocol §10.6).
+      await this.db.transaction(this.needsRebuild);
+      run.pullTarget = undefined;
+      return { type: 'history_pruned' };
+    }
+    if (page.kind === 'source_refused') return this.sourceRefused(run, page.error);
+    run.pullTarget = page.stable;
+    const last = page.last;
+    if (last === undefined) return { type: 'page_applied', more: false };
+    const stats = await applyTransaction(this.db, this.ctx.model, async (tx) => {
+      const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false));
+      await advanceCheckpoint(tx, last);
+      await forgetSnapshotsBefore(tx, last);
+      return applied;
+    }, this.needsRebuild);
+    run.bundlesApplied += page.bundles;
+    run.rowsApplied += stats.applied;
+    run.rowsSkippedPending += stats.skipped;
+    run.rowsSeen += page.rows.length;
+    // Rows still to come are estimated from the bundles still to come.
+    const perBundle = run.rowsSeen / run.bundlesApplied;
+    this.ctx.progress({ phase: 'pull', rowsDone: run.rowsSeen, rowsTotal: run.rowsSeen + Math.round(perBundle * Math.max(0, page.stable - last)) });
+    return { type: 'page_applied', more: page.hasMore && last < page.stable };
+  }
+
+  // ── Rebuild ─────────────────────────────────────────────────────────────────────────────────
+
+  /** Records the rotation before requesting it, so a retry after a crash repeats the same one. */
+  private async rotation(reason: SourceReplacementReason): Promise<Rotation> {
+    const source = await readSource(this.db);
+    const newSourceId = source.rotationNewSourceId ?? this.ctx.newSourceId();
+    await this.db.transaction((tx) => recordRotationIntent(tx, newSourceId, reason));
+    return { previousSourceId: source.sourceId, newSourceId, reason };
+  }
+
+  /** A snapshot download, resumed when one is in progress, applied in one final transaction. */
+  private async rebuildPhase(run: Run): Promise<SyncEvent> {
+    const reason = run.machine.rotate ? (run.options.rotate ?? (await readSource(this.db)).rotationReason) : null;
+    const frozen = await readFrozen(this.db);
+    if (frozen) {
+      // Only a rotation gets here with a frozen bundle: the server refused its tuple, so nothing
+      // of it committed, and the local rows still carry every change (pushed again from the new source).
+      if (!reason) throw new ClientError(ClientErrorCode.outboxPending, `a frozen bundle (source bundle ${frozen.sourceBundleId}) must be pushed or discarded before a rebuild`);
+      await this.db.transaction((tx) => unfreeze(tx, frozen));
+    }
+    if ((await outboxTables(this.db)).length > 0) {
+      throw new ClientError(ClientErrorCode.outboxPending, 'an outbox table exists without its push state; refusing to rebuild over it');
+    }
+    // A rotation always asks for its own session: an older download cannot vouch for the new source.
+    let download: SnapshotDownload | null = reason ? null : await readSnapshotDownload(this.db);
+    const resumed = download !== null;
+    let rotatedTo: string | undefined;
+    for (let attempt = 1; ; attempt++) {
+      if (!download || Date.parse(download.expiresAt) <= Date.now()) {
+        const rotation = attempt === 1 && reason ? await this.rotation(reason) : null;
+        const created = await createSnapshotSession(this.ctx, rotation);
+        if (created.kind === 'source_refused') return this.sourceRefused(run, created.error);
+        const started = created.download;
+        await this.db.transaction(async (tx) => {
+          // The server has retired the previous source: adopt the new one at once, so no request
+          // goes out under a retired id even if this download never finishes.
+          if (rotation) await adoptSource(tx, rotation.newSourceId);
+          await resetStageTables(tx, this.ctx.model);
+          await recordSnapshotDownload(tx, started);
+        });
+        if (rotation) this.ctx.sourceRef.current = rotatedTo = rotation.newSourceId;
+        download = started;
+      }
+      if ((await downloadSnapshot(this.ctx, download)) === 'downloaded') break;
+      if (attempt >= MAX_SNAPSHOT_SESSIONS) throw new ClientError(ClientErrorCode.protocolViolation, 'snapshot sessions keep vanishing during download');
+      download = null;
+    }
+    const done = download;
+    const rowsApplied = await applyTransaction(this.db, this.ctx.model, async (tx) => {
+      const applied = await inApplyMode(tx, () => applyStagedSnapshot(tx, this.ctx.model));
+      await checkpointAtSnapshot(tx, done.snapshotBundleSeq);
+      await clearSnapshotDownload(tx);
+      await dropStageTables(tx, this.ctx.model);
+      return applied;
+    }, this.needsRebuild);
+    await deleteSnapshotSession(this.ctx, done.snapshotId);
+    run.rebuilds++;
+    run.rebuiltRows += rowsApplied;
+    run.rebuild = { snapshotBundleSeq: done.snapshotBundleSeq, rowsApplied, resumed, ...(rotatedTo ? { rotatedTo } : {}) };
+    run.pullTarget = undefined;
+    return { type: 'rebuilt', facts: await this.facts() };
+  }
+
+  // ── Operations outside a run ────────────────────────────────────────────────────────────────
+
+  /**
+   * A new app version added a local column or table (install.ts recordLocalModel): its synced rows
+   * lack those values, so the next sync rebuilds from a snapshot, keeping every pending change.
+   */
+  async localModelGrew(): Promise<void> {
+    if ((await readAttachment(this.db)).userId !== null) await this.db.transaction(this.needsRebuild);
+  }
+
+  /** Connects this device to `userId` (protocol §10.8), then pushes and hydrates as the answer says. */
+  async attach(userId: string): Promise<AttachResult> {
+    const current = await readAttachment(this.db);
+    if (current.userId === userId) return { status: 'attached', resolution: 'already_attached', hydratedRows: 0 };
+    if (current.userId !== null) throw new ClientError(ClientErrorCode.attachedToOtherUser, 'this database is attached to another user; detach first');
+    const counts = await countDirty(this.db);
+    const pending = counts.dirty + counts.frozen > 0 || (await readFrozen(this.db)) !== null;
+    const answer = await connect(this.ctx, pending);
+    if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000 };
+    await this.db.transaction((tx) =>
+      attachUser(tx, userId, { rebuildRequired: answer.resolution === 'remote_authoritative', initializationId: answer.initialization_id ?? null }));
+    if (answer.resolution === 'initialize_empty') return { status: 'attached', resolution: answer.resolution, hydratedRows: 0 };
+    const report = await this.run('attach');
+    return { status: 'attached', resolution: answer.resolution, hydratedRows: report.rebuiltRows };
+  }
+
+  /** Drops a rejected frozen bundle; the local rows still hold its values, so a rebuild restores the server's. */
+  async discardRejected(): Promise<{ readonly discardedRows: number }> {
+    const frozen = await readFrozen(this.db);
+    if (!frozen?.rejected) return { discardedRows: 0 };
+    await this.db.transaction(async (tx) => {
+      await dropOutbox(tx, frozen);
+      await setRebuildRequired(tx, true);
+    });
+    return { discardedRows: frozen.rowCount };
+  }
+
+  /** Moves the rows a rejected frozen bundle is refused for into the quarantine (quarantine.ts). */
+  async quarantineRejected(): Promise<{ readonly quarantinedRows: number }> {
+    const frozen = await readFrozen(this.db);
+    if (!frozen?.rejected) return { quarantinedRows: 0 };
+    const saved = await salvage(this.ctx, frozen, frozen.rejected, this.needsRebuild);
+    return { quarantinedRows: saved?.quarantinedRows ?? 0 };
+  }
+
+  /**
+   * Clears the user's synced data and gives the device a new source (the old one belongs to the
+   * old user's stream); blocked while anything unsynced exists, quarantined rows included.
+   */
+  async detach(): Promise<DetachResult> {
+    if ((await readAttachment(this.db)).userId === null) return { status: 'detached' };
+    const [pending] = await this.db.query<{ n: number }>('SELECT count(*) AS n FROM _sync_dirty');
+    const pendingRows = Number(pending?.n ?? 0) + (await countQuarantine(this.db));
+    if (pendingRows > 0 || (await outboxTables(this.db)).length > 0) return { status: 'blocked', pendingRows };
+    const fresh = this.ctx.newSourceId();
+    await this.db.transaction(async (tx) => {
+      await clearSyncedData(tx, this.ctx.model);
+      await clearSnapshotDownload(tx);
+      await dropStageTables(tx, this.ctx.model);
+      await detachUser(tx);
+      await adoptSource(tx, fresh);
+    });
+    this.ctx.sourceRef.current = fresh;
+    return { status: 'detached' };
+  }
+}

@@ -1,0 +1,313 @@
+/**
+ * The sync loop every offline-first app needs, in the library (`client.start()`): when to sync,
+ * and what the app shows about it (`onStatus`). Local reads and writes never wait for it.
+ *
+ *   local write (debounced) ─┐
+ *   wake source says changed ─┤                        ┌─ ok ──────────────▶ idle
+ *   `online`, visible again ──┼─▶ attach if needed ─▶ sync() ─ may pass (503, offline server) ─▶ backoff ─┐
+ *   every periodMs, request ──┘        ▲                └─ needs a change (rejected, refused) ─▶ needs_attention
+ *                                      └────────────── timer (full jitter, 1 s … 60 s) ◀────────────────┘
+ *
+ * One sync at a time: a trigger during a sync runs one more after it. While the environment
+ * reports no network the loop rests (`offline`) and the wake source is stopped; `online` resets
+ * the backoff and syncs at once. The wake source (wake.ts) runs while the loop runs, the device is
+ * attached and the network is up.
+ */
+import { type AttachResult, type LoopEnvironment, type PendingStatus, type RebuildResult, type StartOptions, type SyncPhase, type SyncResult, type SyncStatus } from './api.js';
+import { errorCodeOf, isRetriableCode, type SyncErrorCode } from './errors.js';
+import { type WakeSource } from './wake.js';
+
+/** What the loop drives: the client's own operations. */
+export interface LoopClient {
+  pendingStatus(): Promise<PendingStatus>;
+  attach(userId: string): Promise<AttachResult>;
+  sync(): Promise<SyncResult>;
+  rebuild(): Promise<RebuildResult>;
+}
+
+/** Starts the configured wake source (null when watch mode is off); `afterNextSync` is the loop's. */
+export type StartWakeSource = (wake: () => void, afterNextSync: () => Promise<void>) => WakeSource | null;
+
+const DEFAULTS = { debounceMs: 300, periodicMs: 60_000, backoff: { baseMs: 1000, maxMs: 60_000 } } as const;
+const noop = () => undefined;
+
+/** The global scope's network and visibility signals (a window or a worker); quiet under Node. */
+export function globalEnvironment(): LoopEnvironment {
+  const g = globalThis as unknown as {
+    navigator?: { onLine?: boolean };
+    addEventListener?: (type: string, listener: () => void) => void;
+    removeEventListener?: (type: string, listener: () => void) => void;
+    document?: { visibilityState?: string; addEventListener(type: string, l: () => void): void; removeEventListener(type: string, l: () => void): void };
+  };
+  const on = (type: string) => (listener: () => void) => {
+    if (!g.addEventListener || !g.removeEventListener) return noop;
+    g.addEventListener(type, listener);
+    return () => g.removeEventListener?.(type, listener);
+  };
+  return {
+    isOnline: () => g.navigator?.onLine ?? true,
+    onOnline: on('online'),
+    onOffline: on('offline'),
+    onVisible: (listener) => {
+      const d = g.document;
+      if (!d) return noop;
+      const handler = () => d.visibilityState === 'visible' && listener();
+      d.addEventListener('visibilitychange', handler);
+      return () => d.removeEventListener('visibilitychange', handler);
+    },
+  };
+}
+
+export class SyncLoop {
+  private options: StartOptions = {};
+  private running = false;
+  private cycleInFlight: Promise<void> | null = null;
+  private again = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private dueAt = Infinity;
+  private periodic: ReturnType<typeof setInterval> | undefined;
+  private failures = 0;
+  private wakeSource: WakeSource | null = null;
+  private unsubscribe: (() => void)[] = [];
+  private waiters: (() => void)[] = [];
+  private readonly listeners = new Set<(status: SyncStatus) => void>();
+  private current: SyncStatus = {
+    phase: 'stopped',
+    attachedUserId: null,
+    pendingRows: 0,
+    quarantinedRows: 0,
+    checkpoint: 0,
+    lastError: null,
+    lastSyncedAt: null,
+    nextAttemptAt: null,
+    rejected: null,
+    conflictsResolved: 0,
+    attach: null,
+  };
+
+  constructor(
+    private readonly client: LoopClient,
+    private readonly startWakeSource: StartWakeSource,
+  ) {}
+
+  get status(): SyncStatus {
+    return this.current;
+  }
+
+  private get env(): LoopEnvironment {
+    return this.options.environment ?? globalEnvironment();
+  }
+
+  onStatus(listener: (status: SyncStatus) => void): () => void {
+    this.listeners.add(listener);
+    listener(this.current);
+    return () => this.listeners.delete(listener);
+  }
+
+  private update(changes: Partial<SyncStatus>): void {
+    this.current = { ...this.current, ...changes };
+    for (const listener of this.listeners) listener(this.current);
+  }
+
+  /** Reads the device's counts into the status (and emits it). */
+  private async refresh(phase?: SyncPhase): Promise<void> {
+    const s = await this.client.pendingStatus();
+    this.update({
+      ...(phase ? { phase } : {}),
+      attachedUserId: s.attachedUserId,
+      pendingRows: s.dirtyRows + s.frozenRows,
+      quarantinedRows: s.quarantinedRows,
+      checkpoint: s.checkpoint,
+      rejected: s.rejected,
+    });
+  }
+
+  start(options: StartOptions = {}): void {
+    this.options = options;
+    if (this.running) return this.schedule(0);
+    this.running = true;
+    const env = this.env;
+    this.unsubscribe = [
+      env.onOnline(() => {
+        this.failures = 0;
+        this.schedule(0, 'force');
+      }),
+      env.onOffline(() => {
+        this.stopWakeSource();
+        if (!this.cycleInFlight) this.update({ phase: 'offline' });
+      }),
+      env.onVisible(() => this.schedule(0)),
+    ];
+    const periodicMs = options.periodicMs ?? DEFAULTS.periodicMs;
+    if (periodicMs > 0) this.periodic = setInterval(() => this.current.phase === 'idle' && this.schedule(0), periodicMs);
+    this.update({ phase: 'idle', conflictsResolved: 0 });
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.dueAt = Infinity;
+    clearInterval(this.periodic);
+    for (const off of this.unsubscribe.splice(0)) off();
+    this.stopWakeSource();
+    await this.cycleInFlight;
+    this.update({ phase: 'stopped', nextAttemptAt: null });
+  }
+
+  /** A local write happened: sync after a quiet moment (never earlier than a backoff allows). */
+  localWrite(): void {
+    if (this.current.phase === 'backoff') return;
+    this.schedule(this.options.debounceMs ?? DEFAULTS.debounceMs, 'debounce');
+  }
+
+  /**
+   * The attachment changed outside the loop (an attach or a detach by the app): the wake source
+   * belonged to the old state, and the next cycle decides afresh.
+   */
+  attachmentChanged(): void {
+    this.stopWakeSource();
+    this.schedule(0, 'force');
+  }
+
+  /** The app asks for a sync now (a "sync now" button, writes through another handle): it cuts a backoff short. */
+  requestSync(): void {
+    this.schedule(0, 'force');
+  }
+
+  /**
+   * Schedules a cycle in `delayMs`. `earliest` keeps a cycle already due sooner and never cuts a
+   * backoff short; `debounce` restarts the quiet period of local writes; `force` runs at the given
+   * time whatever is scheduled (the network came back).
+   */
+  private schedule(delayMs: number, mode: 'earliest' | 'debounce' | 'force' = 'earliest'): void {
+    if (!this.running) return;
+    if (this.cycleInFlight) {
+      this.again = true;
+      return;
+    }
+    const due = Date.now() + delayMs;
+    if (mode === 'earliest' && this.timer !== undefined && (this.dueAt <= due || this.current.phase === 'backoff')) return;
+    this.setTimer(delayMs);
+  }
+
+  private setTimer(delayMs: number): void {
+    clearTimeout(this.timer);
+    this.dueAt = Date.now() + delayMs;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.dueAt = Infinity;
+      void this.runCycle();
+    }, delayMs);
+  }
+
+  private afterNextSync = (): Promise<void> => new Promise((resolve) => this.waiters.push(resolve));
+
+  private async runCycle(): Promise<void> {
+    if (!this.running || this.cycleInFlight) return;
+    this.cycleInFlight = this.cycle();
+    try {
+      await this.cycleInFlight;
+    } finally {
+      this.cycleInFlight = null;
+      for (const resolve of this.waiters.splice(0)) resolve();
+    }
+    if (this.again) {
+      this.again = false;
+      if (this.current.phase !== 'backoff' && this.current.phase !== 'offline') this.schedule(this.options.debounceMs ?? DEFAULTS.debounceMs);
+    }
+  }
+
+  private async cycle(): Promise<void> {
+    if (!this.env.isOnline()) {
+      this.stopWakeSource();
+      await this.refresh('offline').catch(noop);
+      return;
+    }
+    this.update({ phase: 'syncing', nextAttemptAt: null });
+    try {
+      if (!(await this.ensureAttached())) return;
+      const result = await this.client.sync();
+      const push = result.push;
+      if (push.status === 'committed' || push.status === 'resolved_without_commit') {
+        this.update({ conflictsResolved: this.current.conflictsResolved + push.conflictsResolved });
+      }
+      this.failures = 0;
+      if (push.status === 'rejected') {
+        this.update({ lastError: { code: push.code, message: push.message } });
+        await this.refresh('needs_attention');
+      } else {
+        this.update({ lastError: null, lastSyncedAt: Date.now() });
+        await this.refresh('idle');
+      }
+      this.ensureWakeSource();
+    } catch (error) {
+      await this.failed(error);
+    }
+  }
+
+  /** Attaches the configured user when the database is not attached; false when it cannot yet. */
+  private async ensureAttached(): Promise<boolean> {
+    const status = await this.client.pendingStatus();
+    if (status.attachedUserId !== null) return true;
+    const userId = this.options.userId;
+    if (!userId) {
+      // Nothing to sync without a user: the app attaches (or passes userId to start).
+      await this.refresh('idle');
+      return false;
+    }
+    const result = await this.client.attach(userId);
+    this.update({ attach: result });
+    if (result.status === 'retry_later') {
+      await this.refresh('backoff');
+      this.retryIn(result.retryAfterMs);
+      return false;
+    }
+    return true;
+  }
+
+  private async failed(error: unknown): Promise<void> {
+    const code: SyncErrorCode | 'unknown' = errorCodeOf(error) ?? 'unknown';
+    this.update({ lastError: { code, message: error instanceof Error ? error.message : String(error) } });
+    if (code === 'source_recovery_required' && this.options.recoverSource) {
+      try {
+        // The app chose automatic source recovery: rotate now and sync again.
+        await this.client.rebuild();
+        this.schedule(0);
+        await this.refresh('idle').catch(noop);
+        return;
+      } catch (second) {
+        return this.failed(second);
+      }
+    }
+    if (code !== 'unknown' && isRetriableCode(code)) {
+      this.stopWakeSource();
+      this.failures++;
+      const { baseMs, maxMs } = this.options.backoff ?? DEFAULTS.backoff;
+      const ceiling = Math.min(maxMs, baseMs * 2 ** (this.failures - 1));
+      await this.refresh('backoff').catch(() => this.update({ phase: 'backoff' }));
+      this.retryIn(Math.max(baseMs / 2, Math.floor(Math.random() * ceiling)));
+      return;
+    }
+    // Waiting does not cure it: the next write or request tries again.
+    await this.refresh('needs_attention').catch(() => this.update({ phase: 'needs_attention' }));
+  }
+
+  private retryIn(delayMs: number): void {
+    this.update({ nextAttemptAt: Date.now() + delayMs });
+    this.setTimer(delayMs);
+  }
+
+  private ensureWakeSource(): void {
+    if (this.wakeSource || !this.running || !this.env.isOnline()) return;
+    // A wake-up never cuts a backoff short (the source stops during one anyway).
+    this.wakeSource = this.startWakeSource(() => this.schedule(0), this.afterNextSync);
+  }
+
+  private stopWakeSource(): void {
+    this.wakeSource?.stop();
+    this.wakeSource = null;
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Time bounds bootstrap installs, so that no request waits without end in any mode (Lambda, the
+ * local runtime, DATABASE_URL), on connections opened before or after it ran (issue 15 item 6,
+ * issue 17 item 3):
+ * - every managed function a request calls waits for a lock at most `lock_timeout_ms` (a SET
+ *   clause of the function: it holds on any connection, pooled or not, whatever the session says);
+ * - the role's settings in this database, where the role may set them (an ordinary role may set
+ *   its own): statement_timeout, lock_timeout, idle_in_transaction_session_timeout and
+ *   client_connection_check_interval. They apply to sessions that start afterwards.
+ */
+import { sql, type Db, type Queryable } from '../db/index.js';
+import { quoteIdent } from '../db/sql.js';
+import { defaultLimits, type Limits } from '../limits.js';
+
+/** The managed functions a request (or maintenance) calls directly. */
+export const REQUEST_FUNCTIONS = [
+  'connect', 'push_create', 'push_chunk', 'push_commit', 'push_delete', 'pull', 'committed_rows', 'snapshot_create',
+  'snapshot_page', 'snapshot_delete', 'layout_state', 'count', 'server_bundle_begin', 'server_bundle_finish', 'maintenance_step',
+] as const;
+
+export type TimeBounds = Pick<Limits, 'statementTimeoutMs' | 'lockTimeoutMs' | 'idleInTransactionTimeoutMs' | 'clientCheckIntervalMs'>;
+
+export const DEFAULT_BOUNDS: TimeBounds = defaultLimits;
+
+/** Functions whose lock bound differs from the wanted one, as `regprocedure` text. */
+export async function functionsToBound(db: Queryable, bounds: TimeBounds): Promise<string[]> {
+  const want = `lock_timeout=${Math.trunc(bounds.lockTimeoutMs)}`;
+  const rows = await db.query<{ fn: string; config: string }>(sql`
+    SELECT p.oid::regprocedure::text AS fn, coalesce(array_to_string(p.proconfig, ','), '') AS config
+      FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'sync')
+       AND p.proname = ANY (${[...REQUEST_FUNCTIONS]}::text[])
+     ORDER BY 1`);
+  // Other settings a function declares (work_mem of snapshot_create) stay beside the bound.
+  return rows.filter((r) => !r.config.split(',').includes(want)).map((r) => r.fn);
+}
+
+/** Sets the lock bound of those functions (inside bootstrap's transaction, after migrations). */
+export async function boundFunctions(tx: Queryable, bounds: TimeBounds): Promise<void> {
+  const functions = await functionsToBound(tx, bounds);
+  if (functions.length === 0) return;
+  // regprocedure text is already quoted where it needs to be.
+  await tx.simple(functions.map((fn) => `ALTER FUNCTION ${fn} SET lock_timeout = ${Math.trunc(bounds.lockTimeoutMs)}`).join(';\n'));
+}
+
+/** What bootstrap did about the role's settings. */
+export type RoleBoundsOutcome = 'unchanged' | 'installed' | 'skipped' | `refused: ${string}`;
+
+function roleSettings(bounds: TimeBounds): Record<string, number> {
+  return {
+    statement_timeout: Math.trunc(bounds.statementTimeoutMs),
+    lock_timeout: Math.trunc(bounds.lockTimeoutMs),
+    idle_in_transaction_session_timeout: Math.trunc(bounds.idleInTransactionTimeoutMs),
+    client_connection_check_interval: Math.trunc(bounds.clientCheckIntervalMs),
+  };
+}
+
+/**
+ * Installs the role's settings in this database when they differ (a read otherwise, so a
+ * revalidating bootstrap writes nothing). A role that may not set them leaves them as they are:
+ * the function bounds and the runtime's client-side bounds still hold.
+ */
+export async function installRoleBounds(db: Db, bounds: TimeBounds): Promise<RoleBoundsOutcome> {
+  const [row] = await db.query<{ config: string[] | null; database: string }>(sql`
+    SELECT (SELECT s.setconfig FROM pg_db_role_setting s
+             WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+               AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())) AS config,
+           current_database() AS database`);
+  const have = new Set(row?.config ?? []);
+  const want = Object.entries(roleSettings(bounds)).filter(([name, value]) => !have.has(`${name}=${value}`));
+  if (want.length === 0) return 'unchanged';
+  const database = quoteIdent(row?.database ?? '');
+  try {
+    await db.runTx(async (tx) => {
+      await tx.simple(want.map(([name, value]) => `ALTER ROLE CURRENT_USER IN DATABASE ${database} SET ${name} = ${value}`).join(';\n'));
+    });
+    return 'installed';
+  } catch (error) {
+    return `refused: ${(error as Error).message}`;
+  }
+}

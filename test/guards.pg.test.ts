@@ -1,0 +1,134 @@
+/**
+ * Issue 15 item 10, integrity guards. The bundle context that lets writes reach a registered table
+ * is something only the managed functions establish (a push commit, a server write): a
+ * transaction-local or session setting forged by the table owner lets nothing through, and no
+ * write outside a bundle leaves capture rows behind for pull and snapshot to disagree about. The
+ * `sync` tables refuse direct writes by the application role (the managed functions and
+ * bootstrap write them; an operator repairs under the bootstrap lock, knowingly). A server bundle
+ * opened and never finished cannot commit.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BOOTSTRAP_LOCK_KEY } from '../core/bootstrap/bootstrap.js';
+import { sql } from '../core/db/index.js';
+import { defaultLimits } from '../core/limits.js';
+import { serverWrite } from '../core/sync/index.js';
+import { startTestServer, type ApiClient, type TestServer } from './support/server.js';
+import { expectStatus, initEmpty, list, pushOk, uuid } from './support/write-helpers.js';
+
+describe('integrity guards', () => {
+  let s: TestServer;
+  let owner: pg.Client;
+  let alice: ApiClient;
+  beforeAll(async () => {
+    s = await startTestServer();
+    alice = s.client('alice');
+    await initEmpty(alice);
+    await pushOk(alice, [list(uuid(), 'pushed')], { sourceBundleId: 1 });
+    owner = new pg.Client({ connectionString: s.t.url });
+    await owner.connect();
+  });
+  afterAll(async () => {
+    await owner?.end();
+    await s?.close();
+  });
+
+  /** Runs statements in one transaction on the owner's own connection; the error, or null. */
+  async function attempt(...statements: string[]): Promise<{ code?: string; message: string } | null> {
+    try {
+      await owner.query('BEGIN');
+      for (const text of statements) await owner.query(text);
+      await owner.query('COMMIT');
+      return null;
+    } catch (error) {
+      await owner.query('ROLLBACK').catch(() => undefined);
+      return error as { code?: string; message: string };
+    }
+  }
+
+  const rejectedCount = async (): Promise<number> => Number((await alice.get('/syncx/status')).body.error_counters.rejected_direct_writes);
+
+  it('a forged bundle context (set_config or SET of lockstep.scope) lets no write through, and leaves nothing behind', async () => {
+    const before = await rejectedCount();
+    const id = uuid();
+    const insert = `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'alice', 'forged')`;
+    for (const forge of [
+      `SELECT set_config('lockstep.scope', 'alice', true), set_config('lockstep.user_pk', '1', true)`,
+      `SET LOCAL lockstep.scope = 'alice'`,
+    ]) {
+      const error = await attempt(forge, insert);
+      expect(error?.code, `${forge}: ${error?.message}`).toBe('42501');
+    }
+    // A session-level SET (what a pooler would leak to the next user) is no better.
+    await owner.query(`SET lockstep.scope = 'alice'`);
+    try {
+      expect((await attempt(`UPDATE app.lists SET title = 'forged' WHERE _sync_scope_id = 'alice'`))?.code).toBe('42501');
+    } finally {
+      await owner.query('RESET lockstep.scope');
+    }
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [id])).rows[0].n).toBe(0);
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.capture_rows`)).rows[0].n).toBe(0);
+    expect(await rejectedCount()).toBe(before + 3);
+    // Pull and snapshot still agree on every row version.
+    const pulled = await alice.get('/sync/pull?after_bundle_seq=0');
+    expectStatus(pulled, 200);
+    const snapshot = await alice.post('/sync/snapshot-sessions', {});
+    const page = await alice.get(`/sync/snapshot-sessions/${snapshot.body.snapshot_id}`);
+    const versions = new Map<string, number>(pulled.body.bundles.flatMap((b: any) => b.rows.map((r: any) => [r.key.id, r.row_version])));
+    const byKey = (a: [string, number], b: [string, number]) => (a[0] < b[0] ? -1 : 1);
+    expect(page.body.rows.map((r: any) => [r.key.id, r.row_version]).sort(byKey)).toEqual([...versions].sort(byKey));
+  });
+
+  it('the bundle context cannot be written directly, even inside a transaction that forged it', async () => {
+    const error = await attempt(`INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind)
+      VALUES (txid_current(), (SELECT user_pk FROM sync.user_state WHERE user_id = 'alice'), 'alice', 'src-alice', 'server')`);
+    expect(error?.code, error?.message).toBe('42501');
+  });
+
+  it('the sync tables refuse direct writes by the application role', async () => {
+    const before = await rejectedCount();
+    const writes = [
+      `UPDATE sync.row_state SET row_version = row_version + 1`,
+      `INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, committed_at)
+         VALUES (1, 99, 'x', 99, 0, 0, 'x', now())`,
+      `DELETE FROM sync.push_sessions`,
+      `UPDATE sync.user_state SET latest_bundle_seq = 0`,
+      `UPDATE sync.user_quota SET open_push_sessions = 0`,
+      `INSERT INTO sync.counter_deltas (name, delta) VALUES ('bundles_committed', 1000)`,
+      `UPDATE sync.meta SET value = 'false' WHERE key = 'ready'`,
+      `TRUNCATE sync.bundle_rows`,
+    ];
+    for (const write of writes) {
+      const error = await attempt(write);
+      expect(error?.code, `${write}: ${error?.message}`).toBe('42501');
+      expect(error?.message).toMatch(/managed functions/);
+    }
+    expect(await rejectedCount()).toBe(before + writes.length);
+    expect((await s.t.exec(`SELECT value FROM sync.meta WHERE key = 'ready'`)).rows[0].value).toBe('true');
+  });
+
+  it('an operator repairs under the bootstrap lock, knowingly', async () => {
+    const error = await attempt(`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY})`,
+      `UPDATE sync.push_sessions SET expires_at = expires_at WHERE false`);
+    expect(error).toBeNull();
+  });
+
+  it('a server bundle opened and never finished cannot commit; finished, it commits as a bundle', async () => {
+    const id = uuid();
+    const error = await attempt(`SELECT sync.server_bundle_begin('alice', 'server:test')`,
+      `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'alice', 'never finished')`);
+    expect(error?.code, error?.message).toBe('55000');
+    expect(error?.message).toMatch(/never finished/);
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [id])).rows[0].n).toBe(0);
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.capture_rows`)).rows[0].n).toBe(0);
+    // The documented way, in SQL and through serverWrite.
+    expect(await attempt(`SELECT sync.server_bundle_begin('alice', 'server:test')`,
+      `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'alice', 'finished')`,
+      `SELECT sync.server_bundle_finish(${defaultLimits.retainedBundlesPerUser})`)).toBeNull();
+    const written = await serverWrite(s.t.db, { userId: 'alice', sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser },
+      (tx, scope) => tx.query(sql`UPDATE app.lists SET title = 'renamed' WHERE _sync_scope_id = ${scope} AND id = ${id}`));
+    expect(written.bundle?.row_count).toBe(1);
+    const pulled = await alice.get('/sync/pull?after_bundle_seq=1');
+    expect(pulled.body.bundles.map((b: any) => b.source_id)).toEqual(['server:test', 'server:test']);
+  });
+});

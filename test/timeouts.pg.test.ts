@@ -1,0 +1,235 @@
+/**
+ * Issue 15 item 6 and issue 17 item 3: every wait is bounded, in every mode, in an order that
+ * lets the typed answer out (lock < statement < query < request < function < API Gateway):
+ * - a user whose row is locked gets 503s within the lock bound, and uses only its share of the
+ *   pool, so another user's pull and /syncx/health keep answering;
+ * - a connection that silently stops answering (black-holed) is given up after the client-side
+ *   query timeout: 503 (commit_outcome_unknown for a commit), and it serves again once the path
+ *   is back;
+ * - in Lambda the request's deadline follows the function's remaining time;
+ * - bootstrap installs the bounds: a lock bound on every managed function a request calls, and
+ *   the role's settings in this database (unless SYNC_ROLE_TIMEOUTS=off).
+ */
+import pg from 'pg';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../core/config.js';
+import { Db, createPool, type PoolOptions } from '../core/db/index.js';
+import { bootstrap } from '../core/bootstrap/bootstrap.js';
+import { defaultLimits } from '../core/limits.js';
+import { createHandler, createRuntime, functionRoutes, type HttpApiEvent, type Runtime } from '../functions/index.js';
+import { startGateway } from '../dev/gateway.js';
+import { createDatabase } from './support/pg-server.js';
+import { bootstrapAppSchema, openTestDb, runtimePoolOptions } from './support/server-db.js';
+import { APP_SCHEMA_SQL, APP_TABLES } from './support/schemas.js';
+import { apiClient, TEST_JWT_SECRET, type ApiAnswer, type ApiClient } from './support/server.js';
+import { startTcpProxy } from './support/tcp-proxy.js';
+import { expectStatus, initEmpty, list, pushOk, requestHash, uuid, type PushRow } from './support/write-helpers.js';
+
+const SYNC_TABLES = APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function serve(url: string, poolOptions: PoolOptions, env: Record<string, string> = {}): Promise<{ runtime: Runtime; client(user: string, source?: string): ApiClient }> {
+  const pool = await createPool(poolOptions);
+  cleanups.push(() => pool.end());
+  const runtime = createRuntime(loadConfig({ DATABASE_URL: url, SYNC_TABLES, SYNC_DB_POOL_MAX: String(poolOptions.max), ...env }), pool);
+  const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET } });
+  cleanups.push(() => gateway.close());
+  return { runtime, client: (user, source) => apiClient(gateway.url, user, source) };
+}
+
+async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = performance.now();
+  const value = await work();
+  return { value, ms: performance.now() - started };
+}
+
+/** A push session with every row uploaded, ready to commit. */
+async function staged(c: ApiClient, rows: PushRow[], sourceBundleId = 1): Promise<string> {
+  const create = await c.post('/sync/push-sessions', { source_bundle_id: sourceBundleId, planned_row_count: rows.length, request_hash: requestHash(rows) });
+  expectStatus(create, 200);
+  expectStatus(await c.post(`/sync/push-sessions/${create.body.push_id}/chunks`, { start_row_ordinal: 0, rows }), 200);
+  return create.body.push_id as string;
+}
+
+describe('one user must not hurt the others', () => {
+  it("while a user's state row is locked, its commits answer 503 within the lock bound, and another user's pull and health keep answering", async () => {
+    const url = await createDatabase(inject('pgAdminUrl'), 'share');
+    await bootstrapAppSchema(url, { ...defaultLimits, lockTimeoutMs: 1000 });
+    // DATABASE_URL mode: the runtime's own pool of 4, as `npm start` has it.
+    const s = await serve(url, runtimePoolOptions(url, 4));
+    const bob = s.client('bob');
+    await initEmpty(bob);
+    await pushOk(bob, [list(uuid(), 'bob list')], { sourceBundleId: 1 });
+    const alice = s.client('alice');
+    await initEmpty(alice);
+    // Six devices of alice, each with a bundle ready to commit.
+    const devices = Array.from({ length: 6 }, (_, i) => s.client('alice', `alice-dev-${i}`));
+    const sessions = await Promise.all(devices.map((d) => staged(d, [list(uuid(), `from ${d.sourceId}`)])));
+
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    cleanups.push(() => admin.end());
+    await admin.query('BEGIN');
+    await admin.query(`SELECT 1 FROM sync.user_state WHERE user_id = 'alice' FOR UPDATE`);
+    const lockHeldMs = 9000;
+    const released = sleep(lockHeldMs).then(() => admin.query('ROLLBACK'));
+    try {
+      const commits = Promise.all(devices.map((d, i) => timed(() => d.post(`/sync/push-sessions/${sessions[i]}/commit`))));
+      // Meanwhile bob pulls and anyone checks health, over and over.
+      const others: Array<{ what: string; status: number; ms: number }> = [];
+      const until = Date.now() + 4000;
+      while (Date.now() < until) {
+        const [pull, health] = await Promise.all([timed(() => bob.get('/sync/pull?after_bundle_seq=0')), timed(() => bob.get('/syncx/health'))]);
+        others.push({ what: 'pull', status: pull.value.status, ms: pull.ms }, { what: 'health', status: health.value.status, ms: health.ms });
+        await sleep(100);
+      }
+      const answers = await commits;
+      for (const { value, ms } of answers) {
+        // Within the lock bound, plus the wait for alice's own share of the pool.
+        expect(value.status, JSON.stringify(value.body)).toBeGreaterThanOrEqual(429);
+        expect(['service_unavailable', 'rate_limited']).toContain(value.body.error);
+        expect(value.headers.get('retry-after')).not.toBeNull();
+        expect(ms).toBeLessThan(lockHeldMs - 2000);
+      }
+      expect(others.length).toBeGreaterThan(10);
+      for (const o of others) expect(o, JSON.stringify(o)).toMatchObject({ status: 200 });
+      expect(Math.max(...others.map((o) => o.ms))).toBeLessThan(1000);
+    } finally {
+      await released;
+    }
+    // Nothing was lost: the same sessions commit once the row is free.
+    for (const [i, d] of devices.entries()) expectStatus(await d.post(`/sync/push-sessions/${sessions[i]}/commit`), 200);
+  });
+});
+
+describe('a black-holed connection', () => {
+  /** Bounds small enough for a test, in the order the limits require. */
+  const TIGHT = {
+    SYNC_LIMIT_LOCK_TIMEOUT_MS: '400',
+    SYNC_LIMIT_STATEMENT_TIMEOUT_MS: '800',
+    SYNC_LIMIT_QUERY_TIMEOUT_MS: '1200',
+    SYNC_LIMIT_DB_CONNECT_TIMEOUT_MS: '800',
+    SYNC_LIMIT_REQUEST_TIMEOUT_MS: '3000',
+    SYNC_LIMIT_WATCH_MAX_WAIT_SECONDS: '2',
+    SYNC_LIMIT_WATCH_DEFAULT_WAIT_SECONDS: '1',
+  };
+
+  async function behindProxy(env: Record<string, string>) {
+    const url = await createDatabase(inject('pgAdminUrl'), 'blackhole');
+    await bootstrapAppSchema(url);
+    const proxy = await startTcpProxy(url);
+    // Registered before the pool's cleanup, so it runs after: closing the proxy's sockets lets
+    // the pool end connections that would otherwise wait for an answer forever.
+    cleanups.push(() => proxy.close());
+    const s = await serve(proxy.url, { connectionString: proxy.url, max: 4, driver: 'pg', connectTimeoutMs: Number(env['SYNC_LIMIT_DB_CONNECT_TIMEOUT_MS'] ?? 5000) }, env);
+    return { url, proxy, ...s };
+  }
+
+  it('every endpoint answers 503 within the query timeout, a commit commit_outcome_unknown; it serves again once the path is back', async () => {
+    const { proxy, client } = await behindProxy(TIGHT);
+    const c = client('hole');
+    await initEmpty(c);
+    await pushOk(c, [list(uuid(), 'before')], { sourceBundleId: 1 });
+    const pending = await staged(c, [list(uuid(), 'in flight')], 2);
+    proxy.blackHole();
+    const answers: Array<[string, ApiAnswer, number]> = [];
+    for (const [what, call] of [
+      ['pull', () => c.get('/sync/pull?after_bundle_seq=0')],
+      ['commit', () => c.post(`/sync/push-sessions/${pending}/commit`)],
+      ['connect', () => c.post('/sync/connect', { has_local_pending_rows: false })],
+      ['watch', () => c.get('/sync/watch?after_bundle_seq=1&wait_seconds=1')],
+      ['health', () => c.get('/syncx/health')],
+    ] as const) {
+      const { value, ms } = await timed(call);
+      answers.push([what, value, ms]);
+    }
+    for (const [what, answer, ms] of answers) {
+      expect(answer.status, `${what}: ${JSON.stringify(answer.body)}`).toBe(503);
+      expect(answer.headers.get('retry-after'), what).not.toBeNull();
+      // The client-side query timeout (1.2 s) or the connect bound (0.8 s), well inside the
+      // request's budget (3 s).
+      expect(ms, what).toBeLessThan(2900);
+    }
+    expect(answers.find(([what]) => what === 'commit')?.[1].body.error).toBe('commit_outcome_unknown');
+    expect(answers.find(([what]) => what === 'health')?.[1].body).toMatchObject({ status: 'unhealthy' });
+
+    proxy.restore();
+    // The connections given up on were dropped; new ones serve. The commit's fate is known again.
+    expectStatus(await c.get('/sync/pull?after_bundle_seq=0'), 200);
+    const retry = await c.post(`/sync/push-sessions/${pending}/commit`);
+    expectStatus(retry, 200);
+    expect(retry.body).toMatchObject({ status: 'committed', source_bundle_id: 2 });
+  });
+
+  it("in Lambda the request's deadline follows the function's remaining time, before Lambda would kill it", async () => {
+    // Default limits (a 22 s query timeout): only the remaining time can stop the wait in time.
+    const { proxy, runtime, client } = await behindProxy({});
+    await initEmpty(client('lam'));
+    const handler = createHandler(functionRoutes['pull'] ?? [], async () => runtime);
+    const event = {
+      version: '2.0',
+      routeKey: 'GET /sync/pull',
+      rawPath: '/sync/pull',
+      rawQueryString: 'after_bundle_seq=0',
+      headers: { 'sync-source-id': 'lam-dev' },
+      queryStringParameters: { after_bundle_seq: '0' },
+      requestContext: {
+        http: { method: 'GET', path: '/sync/pull', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'vitest' },
+        authorizer: { jwt: { claims: { sub: 'lam' }, scopes: [] } },
+        requestId: 'req-1',
+        routeKey: 'GET /sync/pull',
+        stage: '$default',
+      },
+      isBase64Encoded: false,
+    } as unknown as HttpApiEvent;
+    expect((await handler(event, { getRemainingTimeInMillis: () => 20_000 })).statusCode).toBe(200);
+    proxy.blackHole();
+    const { value, ms } = await timed(() => handler(event, { getRemainingTimeInMillis: () => 3500 }));
+    expect(value.statusCode, value.body).toBe(503);
+    expect(value.headers['retry-after']).toBe('1');
+    // 3.5 s remaining less the 1.5 s reserve: the answer leaves after about 2 s.
+    expect(ms).toBeGreaterThan(1500);
+    expect(ms).toBeLessThan(3000);
+  });
+});
+
+describe('bootstrap installs the bounds', () => {
+  it('a lock bound on every managed function a request calls, and the role settings in this database; a revalidation writes nothing', async () => {
+    const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
+    cleanups.push(() => t.close());
+    const roleSettings = async () =>
+      (await t.exec(`SELECT coalesce(s.setconfig, '{}') AS config FROM pg_db_role_setting s
+          WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+            AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rows[0]?.config ?? [];
+    const functionBounds = async () =>
+      (await t.exec(`SELECT p.proname AS name, coalesce(array_to_string(p.proconfig, ','), '') AS config FROM pg_proc p
+          WHERE p.pronamespace = 'sync'::regnamespace AND p.proname IN ('push_commit', 'push_chunk', 'pull', 'snapshot_create', 'connect', 'layout_state')
+          ORDER BY 1`)).rows.map((r) => `${r.name} ${(r.config as string).split(',').filter((c) => c.startsWith('lock_timeout=')).join(',')}`);
+
+    const first = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 } });
+    expect(first.roleBounds).toBe('installed');
+    expect(await roleSettings()).toEqual(expect.arrayContaining(['statement_timeout=7000', 'lock_timeout=1500',
+      `idle_in_transaction_session_timeout=${defaultLimits.idleInTransactionTimeoutMs}`, `client_connection_check_interval=${defaultLimits.clientCheckIntervalMs}`]));
+    expect(await functionBounds()).toEqual(['connect', 'layout_state', 'pull', 'push_chunk', 'push_commit', 'snapshot_create'].map((n) => `${n} lock_timeout=1500`));
+    // A new session of the role takes them.
+    const session = new pg.Client({ connectionString: t.url });
+    await session.connect();
+    expect((await session.query('SHOW statement_timeout')).rows[0].statement_timeout).toBe('7s');
+    await session.end();
+
+    // Revalidating with the same bounds writes nothing.
+    const again = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 } });
+    expect(again).toMatchObject({ unchanged: true, roleBounds: 'unchanged' });
+    // Other bounds are applied by the next bootstrap; SYNC_ROLE_TIMEOUTS=off leaves the role alone.
+    const changed = await bootstrap(new Db(t.db.pool, defaultLimits), { tables: APP_TABLES, roleBounds: false });
+    expect(changed).toMatchObject({ unchanged: false, roleBounds: 'skipped' });
+    expect(await functionBounds()).toEqual(['connect', 'layout_state', 'pull', 'push_chunk', 'push_commit', 'snapshot_create'].map((n) => `${n} lock_timeout=${defaultLimits.lockTimeoutMs}`));
+    expect(await roleSettings()).toContain('statement_timeout=7000');
+    expect(loadConfig({ DATABASE_URL: 'x', SYNC_TABLES: SYNC_TABLES, SYNC_ROLE_TIMEOUTS: 'off' }).roleTimeouts).toBe(false);
+  });
+});

@@ -1,0 +1,105 @@
+/**
+ * Issue 16, the worker client in chromium: the library's sync loop runs in the sync worker
+ * (`start()` through the worker proxy, status events back to the page), syncs after local writes
+ * and on long-poll wake-ups, quarantines a rejected row, `rebuild({ rotateSource })` reaches the
+ * client (defect 7: the worker's rebuild took no options), and `stop()` stops it. Real OPFS, real
+ * HTTP, real PostgreSQL.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Browser, type Page } from 'playwright-core';
+import { sql } from '../core/db/sql.js';
+import { serverWrite } from '../core/sync/push/server-write.js';
+import { findChromium, launchChromium } from './support/browser.js';
+import { signToken, startTestServer, type TestServer } from './support/server.js';
+import { until as untilDone } from './support/until.js';
+import { buildWebFixture } from './support/web-fixture.js';
+import type { FixtureGlobals } from './support/web/sync-page.js';
+
+const chromiumPath = findChromium();
+if (!chromiumPath) console.warn('worker-client.web.test.ts: SKIPPED — no chromium found (install Debian\'s chromium or set CHROMIUM_PATH)');
+
+const USER = 'worker-user';
+/** A change travels page → worker loop → server (debounce + one sync) well within this. */
+const WAIT_MS = 15_000;
+
+/** Polls the page (a round trip each) less often than a Node-side read. */
+const until = <T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = WAIT_MS) => untilDone(what, read, done, timeoutMs, 100);
+
+describe.skipIf(!chromiumPath)('worker client in chromium: the sync loop in the worker', { timeout: 120_000 }, () => {
+  let s: TestServer;
+  let browser: Browser;
+  let page: Page;
+  const errors: string[] = [];
+  const serverKinds = async () => (await s.t.exec('SELECT code, label FROM app.kinds WHERE _sync_scope_id = $1 ORDER BY code', [USER])).rows as { code: string; label: string }[];
+  const evaluate = <T, A = undefined>(fn: (g: FixtureGlobals, arg: A) => T | Promise<T>, arg?: A): Promise<T> =>
+    page.evaluate(([body, a]) => new Function('g', 'a', `return (${body})(g, a)`)(globalThis, a) as T, [fn.toString(), arg] as const);
+
+  beforeAll(async () => {
+    const dir = await buildWebFixture({ page: 'test/support/web/sync-page.ts', 'lockstep-worker': 'test/support/web/sync-worker.ts' });
+    s = await startTestServer({ staticDir: dir });
+    browser = await launchChromium(chromiumPath as NonNullable<typeof chromiumPath>);
+    page = await (await browser.newContext({ baseURL: s.url })).newPage();
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto('/');
+    await page.waitForFunction(() => 'openDevice' in globalThis);
+    await evaluate((g, token) => g.openDevice('worker-fixture', token), await signToken(USER));
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await s?.close();
+  });
+
+  it('start() attaches and syncs in the worker; status events reach the page', async () => {
+    await evaluate((g, user) => g.client.start({ userId: user, debounceMs: 100 }), USER);
+    const status = await until('the loop attached and synced', () => evaluate((g) => g.statuses.at(-1) ?? null), (st) => st?.phase === 'idle' && st.lastSyncedAt !== null);
+    expect(status).toMatchObject({ attachedUserId: USER, pendingRows: 0, lastError: null, attach: { status: 'attached', resolution: 'initialize_empty' } });
+    expect(await evaluate((g) => g.statuses.map((x) => x.phase))).toContain('syncing');
+  });
+
+  it('a local write is synced by the loop, and a server write arrives by a long-poll wake-up', async () => {
+    await evaluate((g) => g.client.run("INSERT INTO kinds (code, label) VALUES ('from-page', 'written in the browser')"));
+    await until('the server has the browser write', serverKinds, (rows) => rows.some((r) => r.code === 'from-page'));
+    await serverWrite(s.t.db, { userId: USER, sourceId: 'server:test', retainedBundlesPerUser: 10_000 }, (tx, scope) =>
+      tx.query(sql`INSERT INTO app.kinds (code, _sync_scope_id, label) VALUES ('from-server', ${scope}, 'written on the server')`));
+    const started = Date.now();
+    await until('the page has the server write', () => evaluate((g) => g.client.query("SELECT label FROM kinds WHERE code = 'from-server'")), (rows) => rows.length === 1);
+    // The loop's periodic sync is a minute away: the wake-up came from the watch long poll.
+    expect(Date.now() - started).toBeLessThan(WAIT_MS);
+  });
+
+  it('a rejected row is quarantined in the worker and the rest commits; the page lists and drops it', async () => {
+    await evaluate((g) => g.client.transaction([
+      { sql: "INSERT INTO kinds (code, label) VALUES ('dup-1', 'same label')" },
+      { sql: "INSERT INTO kinds (code, label) VALUES ('dup-2', 'same label')" },
+      { sql: "INSERT INTO kinds (code, label) VALUES ('fine', 'another label')" },
+    ]));
+    await until('one row quarantined', () => evaluate((g) => g.statuses.at(-1)?.quarantinedRows ?? 0), (n) => n === 1);
+    const quarantined = await evaluate((g) => g.client.quarantined());
+    expect(quarantined).toEqual([expect.objectContaining({ table: 'kinds', code: 'push_rejected', violation: expect.objectContaining({ constraint: 'kinds_label_key' }) })]);
+    const codes = (await serverKinds()).map((r) => r.code);
+    expect(codes).toContain('fine');
+    expect(codes.filter((c) => c.startsWith('dup-'))).toHaveLength(1);
+    await evaluate((g, id) => g.client.dropQuarantined(id), quarantined[0]?.id as number);
+    expect(await evaluate((g) => g.client.quarantined())).toEqual([]);
+  });
+
+  it('rebuild({ rotateSource }) rotates the source through the worker (defect 7)', async () => {
+    const before = await evaluate((g) => g.client.pendingStatus());
+    const rebuilt = await evaluate((g) => g.client.rebuild({ rotateSource: 'source_retired' }));
+    expect(rebuilt.rotatedTo).toMatch(/^src-/);
+    const after = await evaluate((g) => g.client.pendingStatus());
+    expect(after.sourceId).toBe(rebuilt.rotatedTo);
+    expect(after.sourceId).not.toBe(before.sourceId);
+    // The new source pushes from bundle 1.
+    await evaluate((g) => g.client.run("INSERT INTO kinds (code, label) VALUES ('after-rotation', 'new source')"));
+    await until('the server has the write from the new source', serverKinds, (rows) => rows.some((r) => r.code === 'after-rotation'));
+    const { rows } = await s.t.exec(`SELECT source_id, source_bundle_id::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 AND source_id = $2`, [USER, after.sourceId]);
+    expect(rows).toEqual([{ source_id: after.sourceId, n: 1 }]);
+  });
+
+  it('stop() stops the loop', async () => {
+    await evaluate((g) => g.client.stop());
+    await until('the loop reported stopped', () => evaluate((g) => g.statuses.at(-1)?.phase), (phase) => phase === 'stopped');
+    expect(errors).toEqual([]);
+  });
+});
