@@ -8,6 +8,7 @@ import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
 import { type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { type Rejection, type Violation } from './state.js';
 import { type RetryPolicy } from './transport.js';
+import { type WebSocketFactory } from './watch-socket.js';
 import { type WakeSourceFactory } from './wake.js';
 
 export type { Rejection, Violation } from './state.js';
@@ -70,11 +71,20 @@ export interface ClientConfig {
   readonly db: SqliteDb;
   readonly tables: readonly TableConfig[];
   /**
-   * How the client learns of other devices' commits: `long-poll` (`GET /sync/watch`; `watch()`
-   * and the sync loop's wake-ups), `off` (the loop syncs after local writes, on `online` and
-   * periodically), or a wake-source factory of the app's own (client-web/wake.ts).
+   * How the client learns of other devices' commits (protocol §5.5, §5.9): `websocket` listens for
+   * push notifications (`GET /sync/ws` locally, the WebSocket API in AWS) and falls back to long
+   * polls by itself while no socket can be had; `long-poll` only polls (`GET /sync/watch`); `off`
+   * (the loop syncs after local writes, on `online` and periodically); or a wake-source factory
+   * of the app's own (client-web/wake.ts). Used by `watch()` and the sync loop's wake-ups.
    */
-  readonly watch?: 'off' | 'long-poll' | WakeSourceFactory;
+  readonly watch?: 'off' | 'long-poll' | 'websocket' | WakeSourceFactory;
+  /**
+   * Where the push notifications are: default `ws(s)://<baseUrl host>/sync/ws` (the local
+   * gateway); in AWS the stack's `WebSocketUrl` output (`wss://…/{stage}`).
+   */
+  readonly webSocketUrl?: string;
+  /** Opens a WebSocket; default the platform's (browsers, Node 22+). Under Node 20 pass the `ws` package's. */
+  readonly webSocket?: WebSocketFactory;
   /**
    * What a push does with a bundle the server rejects (`push_rejected`): `hold` (the default) keeps
    * it frozen until `quarantineRejected()` or `discardRejected()`; `quarantine` moves the offending

@@ -35,7 +35,8 @@ import { drop, listQuarantine, requeue } from './quarantine.js';
 import { type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
-import { WAKE_SOURCES, type WakeSourceFactory } from './wake.js';
+import { socketWatchFor, type SocketWatch } from './watch-socket.js';
+import { longPollWakeSource, webSocketWakeSource, type WakeSourceFactory } from './wake.js';
 import { CapabilitiesAnswer } from './wire.js';
 
 /** How long opening waits for fresh capabilities when a cached copy exists. */
@@ -114,9 +115,11 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
   return client;
 }
 
-function wakeFactory(watch: ClientConfig['watch']): WakeSourceFactory | null {
+function wakeFactory(config: ClientConfig): WakeSourceFactory | null {
+  const watch = config.watch;
   if (watch === undefined || watch === 'off') return null;
-  return typeof watch === 'function' ? watch : WAKE_SOURCES[watch];
+  if (typeof watch === 'function') return watch;
+  return watch === 'websocket' ? webSocketWakeSource({ url: config.webSocketUrl, connect: config.webSocket }) : longPollWakeSource;
 }
 
 class Client implements SyncClient {
@@ -124,11 +127,13 @@ class Client implements SyncClient {
   readonly coordinator: Coordinator;
   private readonly loop: SyncLoop;
   private closed = false;
+  /** `watch: 'websocket'`: the push-notification socket, opened by the first watch(). */
+  private socketWatch: SocketWatch | null | undefined;
   readonly db: SqliteDb;
 
   constructor(private readonly ctx: ClientContext, baseUrl: string) {
     this.coordinator = new Coordinator(ctx);
-    const wake = wakeFactory(ctx.config.watch);
+    const wake = wakeFactory(ctx.config);
     this.loop = new SyncLoop(this, (onWake, afterNextSync) => wake?.({
       transport: ctx.transport,
       baseUrl,
@@ -257,9 +262,16 @@ class Client implements SyncClient {
 
   async watch(signal?: AbortSignal): Promise<WatchResult> {
     this.open();
-    if (this.ctx.config.watch !== 'long-poll') throw new ClientError(ClientErrorCode.watchDisabled, "watch mode is not 'long-poll'; open the client with watch: 'long-poll'");
+    const mode = this.ctx.config.watch;
+    if (mode !== 'long-poll' && mode !== 'websocket') throw new ClientError(ClientErrorCode.watchDisabled, "watch mode is neither 'websocket' nor 'long-poll'; open the client with one of them");
     await this.requireAttached();
     const { checkpoint } = await readAttachment(this.ctx.db);
+    if (mode === 'websocket') {
+      // Push notifications when a socket can be had; otherwise this wait is a long poll.
+      this.socketWatch ??= socketWatchFor(this.ctx);
+      const pushed = await this.socketWatch?.wait(checkpoint, this.ctx.limits.watchMaxWaitSeconds * 1000, signal);
+      if (pushed) return pushed;
+    }
     const answer = await this.ctx.transport.request('GET', '/sync/watch', {
       query: { after_bundle_seq: checkpoint, wait_seconds: this.ctx.limits.watchMaxWaitSeconds },
       schema: WatchResponse,
@@ -291,6 +303,7 @@ class Client implements SyncClient {
     await this.loop.stop();
     await this.run(async () => {
       this.closed = true;
+      this.socketWatch?.close();
       await this.ctx.db.close();
     });
   }

@@ -20,6 +20,7 @@
 import { ConnectResponse } from '../core/protocol/connect.js';
 import { type Conflict, ErrorBody } from '../core/protocol/meta.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
+import { jsonStringBytes } from '../core/protocol/wire-bytes.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode, isServerErrorCode } from './errors.js';
 import { isCode, SCOPE_REFUSALS, SOURCE_REFUSALS } from './http-errors.js';
@@ -32,8 +33,11 @@ const MAX_SESSIONS = 8;
 /** Chunks are kept under this share of the server's request limit (JSON framing, headers). */
 const REQUEST_BYTES_SHARE = 0.85;
 
-const encoder = new TextEncoder();
-const wireBytes = (value: unknown): number => encoder.encode(JSON.stringify(value)).length;
+/**
+ * A row's share of the request as the server's limit counts it: the invoke event, where the body
+ * is an escaped JSON string, so every `"` and `\` of the row's JSON counts twice (protocol §6).
+ */
+const wireBytes = (value: unknown): number => jsonStringBytes(JSON.stringify(value)) - 2;
 
 /** What pushing one frozen bundle came to. */
 export type PushAttempt =

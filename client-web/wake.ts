@@ -4,12 +4,13 @@
  * otherwise; it calls `wake(latestBundleSeq)` whenever the server may hold bundles past the
  * checkpoint. The loop then syncs (coalescing wake-ups that arrive during a sync).
  *
- * `long-poll` (here) waits on `GET /sync/watch`. A push-notification source (`GET /sync/ws`)
- * plugs in the same way: a factory in WAKE_SOURCES under its mode name, or passed as
- * `watch` in the client's config; long poll stays the fallback.
+ * `long-poll` waits on `GET /sync/watch`; `websocket` listens for push notifications and long-polls
+ * while it has no socket. An app's own source plugs in the same way, passed as `watch` in the
+ * client's config.
  */
 import { WatchResponse } from '../core/protocol/read-path.js';
 import { type Transport } from './transport.js';
+import { defaultSocketUrl, platformWebSocket, SocketWatch, type WebSocketFactory } from './watch-socket.js';
 
 /** What a wake source may use. */
 export interface WakeSourceContext {
@@ -40,12 +41,28 @@ export type WakeSourceFactory = (context: WakeSourceContext, wake: (latestBundle
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 30_000;
 
+/** One wait for a commit past `checkpoint`: changed (with the latest bundle) or not. */
+type WaitOnce = (checkpoint: number, signal: AbortSignal) => Promise<{ readonly changed: boolean; readonly latestBundleSeq: number }>;
+
+/** One long poll: `GET /sync/watch`, answered when a commit passes the checkpoint or the wait ends. */
+function longPollOnce(context: WakeSourceContext): WaitOnce {
+  return async (checkpoint, signal) => {
+    const answer = await context.transport.request('GET', '/sync/watch', {
+      query: { after_bundle_seq: checkpoint, wait_seconds: context.watchMaxWaitSeconds },
+      schema: WatchResponse,
+      retry: false,
+      signal,
+    });
+    return { changed: answer.changed, latestBundleSeq: answer.latest_bundle_seq };
+  };
+}
+
 /**
- * Long poll (`GET /sync/watch`): one request at a time, each answered when a commit passes the
- * checkpoint or the wait ends. After a wake-up it waits for the loop's sync before it polls again:
- * until then the checkpoint has not moved, and the server would answer `changed` at once.
+ * Waits in a loop, one wait at a time. After a wake-up it waits for the loop's sync before it
+ * waits again: until then the checkpoint has not moved, and the server would answer `changed` at
+ * once. A failed wait pauses, doubling from 1 s up to 30 s, reset by an answer.
  */
-export const longPollWakeSource: WakeSourceFactory = (context, wake) => {
+function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) => void, waitOnce: WaitOnce, onStop?: () => void): WakeSource {
   const abort = new AbortController();
   let failures = 0;
   const pause = (ms: number) =>
@@ -56,16 +73,11 @@ export const longPollWakeSource: WakeSourceFactory = (context, wake) => {
   void (async () => {
     while (!abort.signal.aborted) {
       try {
-        const answer = await context.transport.request('GET', '/sync/watch', {
-          query: { after_bundle_seq: await context.checkpoint(), wait_seconds: context.watchMaxWaitSeconds },
-          schema: WatchResponse,
-          retry: false,
-          signal: abort.signal,
-        });
+        const answer = await waitOnce(await context.checkpoint(), abort.signal);
         failures = 0;
         if (answer.changed && !abort.signal.aborted) {
           const synced = context.afterNextSync();
-          wake(answer.latest_bundle_seq);
+          wake(answer.latestBundleSeq);
           await synced;
         }
       } catch {
@@ -75,8 +87,34 @@ export const longPollWakeSource: WakeSourceFactory = (context, wake) => {
       }
     }
   })();
-  return { stop: () => abort.abort() };
-};
+  return {
+    stop: () => {
+      abort.abort();
+      onStop?.();
+    },
+  };
+}
 
-/** The wake sources the client knows by name (`ClientConfig.watch`). */
-export const WAKE_SOURCES: Readonly<Record<'long-poll', WakeSourceFactory>> = { 'long-poll': longPollWakeSource };
+/** Long poll (`GET /sync/watch`) only. */
+export const longPollWakeSource: WakeSourceFactory = (context, wake) => waitLoop(context, wake, longPollOnce(context));
+
+/**
+ * Push notifications (protocol §5.9): one WebSocket (`GET /sync/ws` locally, the WebSocket API in
+ * AWS, see watch-socket.ts) whose `changed` messages wake the loop, costing the server nothing
+ * while nothing happens. While no socket can be had (refused, a proxy that drops upgrades, no
+ * WebSocket on the platform) each wait is a long poll instead, and the socket is tried again later.
+ */
+export function webSocketWakeSource(options: { readonly url?: string | undefined; readonly connect?: WebSocketFactory | undefined }): WakeSourceFactory {
+  return (context, wake) => {
+    const connect = options.connect ?? platformWebSocket();
+    const poll = longPollOnce(context);
+    if (!connect) return waitLoop(context, wake, poll);
+    const socket = new SocketWatch({ url: options.url ?? defaultSocketUrl(context.baseUrl), getToken: context.getToken, sourceId: context.sourceId, connect });
+    return waitLoop(
+      context,
+      wake,
+      async (checkpoint, signal) => (await socket.wait(checkpoint, context.watchMaxWaitSeconds * 1000, signal)) ?? poll(checkpoint, signal),
+      () => socket.close(),
+    );
+  };
+}

@@ -11,7 +11,10 @@ export interface RegisteredTableDecl {
 }
 
 export interface Config {
+  /** DATABASE_URL; empty when the URL comes from Secrets Manager (DATABASE_SECRET_ID) at runtime. */
   readonly databaseUrl: string;
+  /** DATABASE_SECRET_ID: the secret holding the connection string, read at runtime (core/db/secret.ts). */
+  readonly databaseSecretId: string | undefined;
   readonly tables: readonly RegisteredTableDecl[];
   readonly appName: string;
   /** SYNC_MAX_SCHEMA_VERSION: bootstrap refuses schema changes beyond it; unlimited when unset. */
@@ -27,6 +30,24 @@ export interface Config {
    */
   readonly roleTimeouts: boolean;
   readonly limits: Limits;
+  /**
+   * SYNC_WS_ENDPOINT (AWS): the WebSocket API's management endpoint,
+   * `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`; commits post notifications there.
+   */
+  readonly wsEndpoint: string | undefined;
+  /** AWS_REGION, for signing the management API posts. */
+  readonly awsRegion: string | undefined;
+  /**
+   * Verifying bearer tokens where no API Gateway authorizer does it (the WebSocket `$connect`, the
+   * local gateway): SYNC_JWT_ISSUER and SYNC_JWT_AUDIENCE (checked when set), and the key:
+   * SYNC_JWKS_URL (default: the issuer's `/.well-known/jwks.json`) or SYNC_JWT_SECRET (HS256).
+   */
+  readonly jwt: { readonly issuer: string | undefined; readonly audience: string | undefined; readonly jwksUrl: string | undefined; readonly secret: string | undefined };
+  /**
+   * SYNC_LISTEN_DATABASE_URL: a direct (not transaction-pooled) URL for the one LISTEN connection of
+   * a long-running process; `off` disables it. Defaults to DATABASE_URL outside Lambda.
+   */
+  readonly listenUrl: string | undefined;
 }
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
@@ -80,7 +101,10 @@ function readEnv(env: Record<string, string | undefined>) {
     return value as T;
   };
   const data = {
-    DATABASE_URL: required('DATABASE_URL', 'a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db'),
+    DATABASE_SECRET_ID: text('DATABASE_SECRET_ID'),
+    DATABASE_URL: text('DATABASE_SECRET_ID') === undefined
+      ? required('DATABASE_URL', 'a PostgreSQL connection string, e.g. postgres://user:password@host:5432/db (or DATABASE_SECRET_ID, a Secrets Manager secret holding it)')
+      : (text('DATABASE_URL') ?? ''),
     SYNC_TABLES: required('SYNC_TABLES', 'the registered tables, comma-separated schema.table:key_column, e.g. app.todos:id,app.lists:id'),
     SYNC_APP_NAME: env['SYNC_APP_NAME'] ?? 'lockstep',
     SYNC_MAX_SCHEMA_VERSION: positiveInt('SYNC_MAX_SCHEMA_VERSION'),
@@ -89,6 +113,13 @@ function readEnv(env: Record<string, string | undefined>) {
     SYNC_DB_POOL_MAX: positiveInt('SYNC_DB_POOL_MAX') ?? 4,
     SYNC_NEON_WS_PROXY: env['SYNC_NEON_WS_PROXY'],
     SYNC_ROLE_TIMEOUTS: oneOf('SYNC_ROLE_TIMEOUTS', ['on', 'off'] as const) ?? 'on',
+    SYNC_WS_ENDPOINT: text('SYNC_WS_ENDPOINT'),
+    AWS_REGION: text('AWS_REGION'),
+    SYNC_JWT_ISSUER: text('SYNC_JWT_ISSUER'),
+    SYNC_JWT_AUDIENCE: text('SYNC_JWT_AUDIENCE'),
+    SYNC_JWKS_URL: text('SYNC_JWKS_URL'),
+    SYNC_JWT_SECRET: text('SYNC_JWT_SECRET'),
+    SYNC_LISTEN_DATABASE_URL: text('SYNC_LISTEN_DATABASE_URL'),
   };
   return problems.length ? { success: false as const, problems } : { success: true as const, data };
 }
@@ -101,6 +132,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const inLambda = Boolean(env['AWS_LAMBDA_FUNCTION_NAME']);
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseSecretId: e.DATABASE_SECRET_ID,
     tables: parseTables(e.SYNC_TABLES),
     appName: e.SYNC_APP_NAME,
     maxSchemaVersion: e.SYNC_MAX_SCHEMA_VERSION,
@@ -110,5 +142,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     neonWsProxy: e.SYNC_NEON_WS_PROXY,
     roleTimeouts: e.SYNC_ROLE_TIMEOUTS === 'on',
     limits: limitsFromEnv(env),
+    wsEndpoint: e.SYNC_WS_ENDPOINT,
+    awsRegion: e.AWS_REGION,
+    jwt: { issuer: e.SYNC_JWT_ISSUER, audience: e.SYNC_JWT_AUDIENCE, jwksUrl: e.SYNC_JWKS_URL, secret: e.SYNC_JWT_SECRET },
+    listenUrl: e.SYNC_LISTEN_DATABASE_URL === 'off' ? undefined : (e.SYNC_LISTEN_DATABASE_URL ?? (inLambda || !e.DATABASE_URL ? undefined : e.DATABASE_URL)),
   };
 }

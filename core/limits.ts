@@ -92,6 +92,18 @@ export interface Limits {
   readonly pageEnvelopeBytes: number;
   /** How long a container trusts its cached catalog and layout check before reading them again. */
   readonly catalogRefreshSeconds: number;
+  /**
+   * Open WebSocket connections per user (a cap on `sync.ws_connections`); a `$connect` beyond it
+   * is refused and the device falls back to long polls.
+   */
+  readonly maxWsConnectionsPerUser: number;
+  /**
+   * How long a registered connection is trusted without a `$disconnect`: API Gateway closes every
+   * WebSocket connection after two hours, so an older row is a disconnect that never arrived.
+   */
+  readonly wsConnectionTtlSeconds: number;
+  /** How long a commit's answer may wait for its notifications to be posted (AWS). */
+  readonly notifyTimeoutMs: number;
   /** Staging push sessions one user may hold at once (protocol §8); over it: 429 rate_limited. */
   readonly maxOpenPushSessionsPerUser: number;
   /** Snapshot sessions one user may hold at once (protocol §8); each is a copy of all their rows. */
@@ -103,6 +115,12 @@ export interface Limits {
    * by expired sessions waiting to be removed. The template's schedule matches it.
    */
   readonly maintenanceIntervalSeconds: number;
+  /**
+   * How long a container trusts the database password it read from Secrets Manager
+   * (DATABASE_SECRET_ID) before a new connection reads it again; an authentication failure
+   * reads it again at once.
+   */
+  readonly secretRefreshSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -140,13 +158,25 @@ export const defaultLimits: Limits = Object.freeze({
   dbConnectTimeoutMs: 5_000,
   dbIdleTimeoutMs: 30_000,
   catalogRefreshSeconds: 15,
+  maxWsConnectionsPerUser: 32,
+  wsConnectionTtlSeconds: 2 * 60 * 60,
+  notifyTimeoutMs: 1000,
   responseEnvelopeBytes: 2048,
   pageEnvelopeBytes: 1024,
   maxOpenPushSessionsPerUser: 64,
   maxOpenSnapshotSessionsPerUser: 8,
   maxStagedBytesPerUser: 256 * 1024 * 1024,
   maintenanceIntervalSeconds: 60,
+  secretRefreshSeconds: 300,
 });
+
+/**
+ * AWS Lambda's own ceiling for a synchronous invoke: the request event and the function result are
+ * each at most 6 MB (6,291,456 bytes) as serialized JSON, escaping and base64 included. Not
+ * configurable: `maxRequestBytes` and `maxResponseBytes` must stay under it, and the local
+ * gateway answers as API Gateway does (its own 413, not a Lockstep body) above it.
+ */
+export const LAMBDA_PAYLOAD_BYTES_MAX = 6 * 1024 * 1024;
 
 /** API Gateway's integration timeout for the HTTP API routes (infra/template.yaml). */
 export const API_GATEWAY_TIMEOUT_MS = 29_000;
@@ -175,6 +205,9 @@ export function limitProblems(l: Limits): string[] {
   if (!(l.watchMaxWaitSeconds * 1000 < l.requestTimeoutMs)) problems.push(`watch_max_wait_seconds (${l.watchMaxWaitSeconds}) must end before request_timeout_ms (${l.requestTimeoutMs})`);
   if (!(l.requestTimeoutMs + l.functionReserveMs < API_GATEWAY_TIMEOUT_MS)) problems.push(`request_timeout_ms + function_reserve_ms (${l.requestTimeoutMs + l.functionReserveMs}) must be below API Gateway (${API_GATEWAY_TIMEOUT_MS})`);
   if (l.poolSharePerUserPercent > 100) problems.push('pool_share_per_user_percent is at most 100');
+  for (const [name, value] of [['max_request_bytes', l.maxRequestBytes], ['max_response_bytes', l.maxResponseBytes]] as const) {
+    if (!(value < LAMBDA_PAYLOAD_BYTES_MAX)) problems.push(`${name} (${value}) must be below Lambda's invoke payload limit (${LAMBDA_PAYLOAD_BYTES_MAX})`);
+  }
   // Every default is clamped to its maximum where it is used, so a lowered push-chunk or watch
   // maximum needs no second setting; the page defaults are published for clients to plan pages
   // by, and one above its own maximum would tell them a size the server never serves.

@@ -10,6 +10,9 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createRemoteJWKSet, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { LAMBDA_PAYLOAD_BYTES_MAX } from '../core/limits.js';
+import { serializedOver } from '../core/protocol/wire-bytes.js';
+import { attachWebSockets, type GatewaySockets } from './gateway-ws.js';
 import { functionRoutes, createHandler, type LambdaHandler, type Route, type Runtime, type HttpApiEvent } from '../functions/index.js';
 import { runMaintenance } from '../core/sync/index.js';
 import { errorRegistry, type ErrorCode } from '../core/errors.js';
@@ -37,6 +40,12 @@ export interface GatewayOptions {
    * API Gateway checks in AWS; without one those routes answer 403.
    */
   readonly operatorToken?: string | undefined;
+  /**
+   * Lambda's invoke limit, as the gateway enforces it on the event and the result (default
+   * LAMBDA_PAYLOAD_BYTES_MAX). Above it API Gateway answers itself, without a Lockstep body: 413
+   * for the request, 502 for the result. Tests lower it to reach those answers cheaply.
+   */
+  readonly invokeLimitBytes?: number;
   /** Wraps every handler call; tests use it to inject faults. */
   readonly intercept?: (event: HttpApiEvent, next: () => Promise<unknown>) => Promise<unknown>;
   /**
@@ -49,6 +58,8 @@ export interface GatewayOptions {
 export interface Gateway {
   readonly url: string;
   readonly server: Server;
+  /** The WebSockets of `GET /sync/ws` (push notifications). */
+  readonly sockets: GatewaySockets;
   close(): Promise<void>;
 }
 
@@ -172,6 +183,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const secret = options.auth.secret ? new TextEncoder().encode(options.auth.secret) : undefined;
   const jwks: JWTVerifyGetKey | undefined = options.auth.jwksUrl ? createRemoteJWKSet(new URL(options.auth.jwksUrl)) : undefined;
   const claimName = runtime.config.userIdClaim;
+  const invokeLimitBytes = options.invokeLimitBytes ?? LAMBDA_PAYLOAD_BYTES_MAX;
   // Every token expires (API Gateway's authorizer requires exp too); issuer and audience are
   // checked whenever they are configured.
   const checks = { requiredClaims: ['exp'], ...(issuer ? { issuer } : {}), ...(audience ? { audience } : {}) };
@@ -285,8 +297,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       ...(body.byteLength ? { body: body.toString('utf8') } : {}),
       isBase64Encoded: false,
     } as HttpApiEvent;
-    const invoke = () => group.handler(event);
+    // API Gateway's own answers when Lambda refuses the event or the result (not Lockstep bodies).
+    if (serializedOver(event, invokeLimitBytes)) return send(res, 413, JSON.stringify({ message: 'Request Entity Too Large' }), { 'content-type': 'application/json' });
+    // A caller that goes away (an abandoned long poll) aborts the work done for it.
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    const invoke = () => group.handler(event, { signal: gone.signal });
     const result = (await (options.intercept ? options.intercept(event, invoke) : invoke())) as Awaited<ReturnType<LambdaHandler>>;
+    if (serializedOver(result, invokeLimitBytes)) return send(res, 502, JSON.stringify({ message: 'Internal Server Error' }), { 'content-type': 'application/json' });
     // API Gateway decodes a base64 result (a compressed body) before it goes out; so does this.
     send(res, result.statusCode, result.isBase64Encoded && result.body !== undefined ? Buffer.from(result.body, 'base64') : result.body, result.headers);
   }
@@ -318,6 +338,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   server.on('clientError', answerClientError);
   server.keepAliveTimeout = 30_000;
+  const sockets = attachWebSockets(server, runtime, verify);
   // A busy port is an error for the caller (npm start names the holder), not an unhandled 'error' event.
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -331,8 +352,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   return {
     url: `http://${options.host ?? '127.0.0.1'}:${port}`,
     server,
+    sockets,
     close: () =>
       new Promise<void>((resolve) => {
+        sockets.close();
         clearInterval(timer);
         server.closeAllConnections();
         server.close(() => resolve());

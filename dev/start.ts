@@ -18,6 +18,8 @@ import { loadConfig } from '../core/config.js';
 import { Db, createPool } from '../core/db/index.js';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { createRuntime } from '../functions/index.js';
+import { THIS_BUILD } from '../core/sync/index.js';
+import { startCommitFeed } from '../core/sync/notify/commit-feed.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from './build-demo.js';
 import { startGateway, type Gateway } from './gateway.js';
@@ -32,7 +34,7 @@ const DEV_SECRET = 'lockstep-local-development-secret-change-me';
 const say = (line: string) => console.log(`lockstep: ${line}`);
 
 /** What has been started so far, stopped in reverse order by `shutdown`. */
-const started: { gateway?: Gateway; pool?: { end(): Promise<void> }; local?: LocalDatabase; release?: () => void } = {};
+const started: { gateway?: Gateway; feed?: { close(): Promise<void> }; pool?: { end(): Promise<void> }; local?: LocalDatabase; release?: () => void } = {};
 
 async function main(): Promise<void> {
   const env: Record<string, string | undefined> = { ...process.env };
@@ -87,7 +89,11 @@ async function main(): Promise<void> {
   if (result.roleBounds.startsWith('refused')) console.warn(`lockstep: the role's timeout settings were not installed (${result.roleBounds})`);
   const pool = await createPool(poolOptions);
   started.pool = pool;
-  const runtime = createRuntime(config, pool);
+  // One LISTEN connection for the whole process (never through the pool): long polls and the
+  // WebSockets of /sync/ws wait on it instead of polling.
+  const feed = config.listenUrl ? await startCommitFeed(config.listenUrl) : undefined;
+  if (feed) started.feed = feed;
+  const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
 
   // The demo is rebuilt on every start (under a second), so it always matches the sources.
   const demo = await buildDemo();
@@ -117,6 +123,7 @@ function shutdown(reason: string, code: number): Promise<void> {
   stopping = (async () => {
     const steps: Array<() => Promise<void> | void> = [
       () => started.gateway?.close(),
+      () => started.feed?.close(),
       () => started.pool?.end(),
       () => started.local?.stop(),
       () => started.release?.(),

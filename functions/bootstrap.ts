@@ -10,7 +10,8 @@
  */
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { loadConfig, type Config } from '../core/config.js';
-import { Db, createPool } from '../core/db/index.js';
+import { Db } from '../core/db/index.js';
+import { noteDatabaseError, openDatabase, type Database } from './edge/database.js';
 
 export interface BootstrapAnswer {
   readonly ok: boolean;
@@ -53,24 +54,18 @@ function acceptList(value: unknown): string[] {
   return [];
 }
 
-let setup: Promise<{ config: Config; db: Db }> | undefined;
+let setup: Promise<{ config: Config; db: Db; secret: Database['secret'] }> | undefined;
 
 /**
  * Configuration and a small pool of its own, kept across warm invocations. Not the request
  * runtime (functions/edge/runtime.ts): bootstrap needs none of the request path, whose modules
  * would only weigh on this bundle, and none of its client-side bounds (adoption may take minutes).
  */
-function bootstrapDb(): Promise<{ config: Config; db: Db }> {
+function bootstrapDb(): Promise<{ config: Config; db: Db; secret: Database['secret'] }> {
   setup ??= (async () => {
     const config = loadConfig();
-    const pool = await createPool({
-      connectionString: config.databaseUrl,
-      max: 2,
-      driver: config.dbDriver,
-      connectTimeoutMs: config.limits.dbConnectTimeoutMs,
-      ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
-    });
-    return { config, db: new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs }) };
+    const { pool, secret } = await openDatabase(config, 2);
+    return { config, secret, db: new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs }) };
   })().catch((error: unknown) => {
     setup = undefined;
     throw error;
@@ -101,6 +96,7 @@ async function run(accept: readonly string[]): Promise<BootstrapAnswer> {
       role_timeouts: result.roleBounds,
     };
   } catch (error) {
+    noteDatabaseError(error, (await setup?.catch(() => undefined))?.secret);
     const e = error as { code?: string; message?: string };
     return { ok: false, error: e.code ?? 'bootstrap_failed', message: e.message ?? String(error) };
   }

@@ -28,6 +28,7 @@ export const routes: readonly Route[] = [
       const outcome = await commitPush(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'));
       switch (outcome.kind) {
         case 'committed':
+          ctx.committed(ctx.actor.userId);
           return { status: 200, body: outcome.answer };
         case 'conflict':
           return {

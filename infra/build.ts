@@ -17,7 +17,7 @@ import { build, type Metafile, type Plugin } from 'esbuild';
 import { normalizeSql } from '../core/layout/managed-sql.js';
 
 /** Every function of `infra/template.yaml`, built from `functions/<name>.ts`. */
-export const FUNCTION_NAMES = ['connect', 'push', 'pull', 'snapshot', 'meta', 'bootstrap', 'maintenance'] as const;
+export const FUNCTION_NAMES = ['connect', 'push', 'pull', 'snapshot', 'meta', 'ws', 'bootstrap', 'maintenance'] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
 /**

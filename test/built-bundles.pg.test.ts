@@ -86,7 +86,7 @@ describe('built bundles', () => {
   });
 
   /** Runs `steps` against one bundle in one fresh node process (one warm container). */
-  async function invoke(name: FunctionName, steps: Step[], options: { driver?: 'pg' | 'neon'; tag?: string } = {}): Promise<Outcome> {
+  async function invoke(name: FunctionName, steps: Step[], options: { driver?: 'pg' | 'neon'; tag?: string; env?: Record<string, string> } = {}): Promise<Outcome> {
     const applicationName = `lockstep-${name}-${options.tag ?? 'pg'}`;
     const url = new URL(t.url);
     url.searchParams.set('application_name', applicationName);
@@ -100,6 +100,7 @@ describe('built bundles', () => {
       SYNC_DB_DRIVER: driver,
       SYNC_DB_POOL_MAX: String(POOL_MAX),
       ...(driver === 'neon' ? { SYNC_NEON_WS_PROXY: forwarder.proxy } : {}),
+      ...options.env,
     };
     const plan = { bundle: join(outDir, name, 'index.mjs'), steps, backends: { adminUrl: t.url, database, applicationName } };
     const child = spawn(process.execPath, [INVOKER, JSON.stringify(plan)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -118,7 +119,7 @@ describe('built bundles', () => {
   }
 
   it('builds every function within its size budget', () => {
-    expect([...reports.keys()]).toEqual(['connect', 'push', 'pull', 'snapshot', 'meta', 'bootstrap', 'maintenance']);
+    expect([...reports.keys()]).toEqual(['connect', 'push', 'pull', 'snapshot', 'meta', 'ws', 'bootstrap', 'maintenance']);
     for (const r of reports.values()) {
       expect(r.loadedBytes.neon, r.name).toBeLessThanOrEqual(BUNDLE_BYTES_MAX);
       expect(r.loadedBytes.pg, r.name).toBeLessThanOrEqual(BUNDLE_BYTES_MAX);
@@ -190,13 +191,104 @@ describe('built bundles', () => {
     expect(pages.steps[1]?.answer.statusCode).toBe(204);
   });
 
+  it('x-lockstep-round-trips counts the cold catalog load of a fresh container, and none when warm', async () => {
+    const out = await invoke('meta', [
+      { event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) },
+      { event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) },
+    ]);
+    const [cold, warm] = out.steps.map((st) => st.answer);
+    expect(cold?.statusCode, JSON.stringify(cold)).toBe(200);
+    expect(cold?.headers?.['x-lockstep-round-trips']).toBe('1');
+    expect(warm?.headers?.['x-lockstep-round-trips']).toBe('0');
+  });
+
+  it('routes behind a named stage and a custom-domain base path (routeKey, not rawPath)', async () => {
+    const staged = (method: string, route: string, rawPath: string, sub: string): unknown => {
+      const e = httpEvent(method, route, { sub }) as { rawPath: string; requestContext: { http: { path: string }; stage: string } };
+      return { ...e, rawPath, requestContext: { ...e.requestContext, stage: 'prod', http: { ...e.requestContext.http, path: rawPath } } };
+    };
+    const out = await invoke('meta', [
+      { event: staged('GET', '/sync/capabilities', '/prod/sync/capabilities', 'alice') },
+      { event: staged('GET', '/syncx/health', '/api/v1/syncx/health', '') },
+    ]);
+    for (const st of out.steps) expect(st.answer.statusCode, JSON.stringify(st.answer)).toBe(200);
+  });
+
+  it('ws: $connect verifies the JWT against the issuer\'s JWKS; a commit posts to the management API (SigV4), 410 prunes, $disconnect forgets', async () => {
+    const { generateKeyPair, exportJWK, SignJWT } = await import('jose');
+    const { publicKey, privateKey } = await generateKeyPair('RS256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] };
+    const posts: { path: string; headers: Record<string, unknown>; body: string }[] = [];
+    // A stand-in for both the issuer (its JWKS) and API Gateway's management API.
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        if (req.url === '/.well-known/jwks.json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
+        posts.push({ path: req.url ?? '', headers: req.headers, body });
+        res.writeHead(req.url?.includes('gone') ? 410 : 200).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const issuer = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const token = (sub: string, options: { exp?: boolean; aud?: string } = {}) => {
+      const jwt = new SignJWT({ sub }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience(options.aud ?? 'lockstep').setIssuedAt();
+      return (options.exp === false ? jwt : jwt.setExpirationTime('10m')).sign(privateKey);
+    };
+    const wsEvent = (routeKey: string, connectionId: string, query?: Record<string, string>) => ({
+      requestContext: { routeKey, connectionId, eventType: routeKey.slice(1).toUpperCase(), stage: 'live', domainName: 'ws.example.test', requestId: `r-${connectionId}` },
+      ...(query ? { queryStringParameters: query } : {}),
+      isBase64Encoded: false,
+    });
+    const wsEnv = { SYNC_JWT_ISSUER: issuer, SYNC_JWT_AUDIENCE: 'lockstep' };
+    const user = 'ws-bundle-user';
+    try {
+      const connected = await invoke('ws', [
+        { event: wsEvent('$connect', 'conn-A=', { token: await token(user), source_id: 'src-ws' }) },
+        { event: wsEvent('$connect', 'conn-gone', { token: await token(user), source_id: 'src-ws' }) },
+        { event: wsEvent('$connect', 'conn-X', { token: await token(user, { aud: 'someone-else' }), source_id: 'src-ws' }) },
+        { event: wsEvent('$connect', 'conn-Y', { token: await token(user, { exp: false }), source_id: 'src-ws' }) },
+        { event: wsEvent('$connect', 'conn-Z', { source_id: 'src-ws' }) },
+        { event: wsEvent('$default', 'conn-A=') },
+      ], { env: wsEnv });
+      expect(connected.steps.map((st) => st.answer['statusCode'])).toEqual([200, 200, 401, 401, 401, 200]);
+      const rows = await t.exec('SELECT connection_id FROM sync.ws_connections ORDER BY 1');
+      expect(rows.rows.map((r) => r.connection_id)).toEqual(['conn-A=', 'conn-gone']);
+
+      const init = await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: user, source: 'src-ws', body: { has_local_pending_rows: false } }) }]);
+      expect(init.steps[0]?.answer.statusCode).toBe(200);
+      const create = await invoke('push', [{ event: httpEvent('POST', '/sync/push-sessions', { sub: user, source: 'src-ws', body: { source_bundle_id: 1, planned_row_count: 1 } }) }]);
+      const pushId = create.steps[0]?.answer.json.push_id as string;
+      const listId = '22222222-2222-4222-8222-222222222222';
+      const awsEnv = { SYNC_WS_ENDPOINT: `${issuer}/live`, AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIDTEST', AWS_SECRET_ACCESS_KEY: 'secret', AWS_SESSION_TOKEN: 'session' };
+      const pushed = await invoke('push', [
+        { event: httpEvent('POST', `/sync/push-sessions/${pushId}/chunks`, { sub: user, source: 'src-ws', body: { start_row_ordinal: 0, rows: [{ schema: 'app', table: 'lists', key: { id: listId }, op: 'INSERT', base_row_version: 0, payload: { id: listId, title: 'notified', position: 1 } }] } }) },
+        { event: httpEvent('POST', `/sync/push-sessions/${pushId}/commit`, { sub: user, source: 'src-ws' }) },
+      ], { env: awsEnv });
+      expect(pushed.steps[1]?.answer.statusCode, JSON.stringify(pushed.steps[1]?.answer)).toBe(200);
+      expect(posts.map((p) => p.path).sort()).toEqual(['/live/@connections/conn-A%3D', '/live/@connections/conn-gone']);
+      for (const p of posts) {
+        expect(JSON.parse(p.body)).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+        expect(String(p.headers['authorization'])).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDTEST\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=host;x-amz-date;x-amz-security-token, Signature=[0-9a-f]{64}$/);
+        expect(p.headers['x-amz-security-token']).toBe('session');
+      }
+      // The 410 pruned its connection; $disconnect forgets the other.
+      expect((await t.exec('SELECT connection_id FROM sync.ws_connections')).rows.map((r) => r.connection_id)).toEqual(['conn-A=']);
+      const gone = await invoke('ws', [{ event: wsEvent('$disconnect', 'conn-A=') }], { env: wsEnv });
+      expect(gone.steps[0]?.answer['statusCode']).toBe(200);
+      expect((await t.exec('SELECT count(*)::int AS n FROM sync.ws_connections')).rows[0].n).toBe(0);
+    } finally {
+      server.close();
+    }
+  });
+
   it('request bundles carry the layout version, not the install SQL; bootstrap carries it', () => {
     const text = (name: FunctionName): string => {
       const dir = join(outDir, name);
       const files = [join(dir, 'index.mjs'), ...readdirSync(join(dir, 'chunks')).map((f) => join(dir, 'chunks', f))];
       return files.map((f) => readFileSync(f, 'utf8')).join('\n');
     };
-    for (const name of ['connect', 'push', 'pull', 'snapshot', 'meta', 'maintenance'] as const) {
+    for (const name of ['connect', 'push', 'pull', 'snapshot', 'meta', 'ws', 'maintenance'] as const) {
       expect(text(name), name).not.toContain('CREATE OR REPLACE FUNCTION');
     }
     expect(text('bootstrap')).toContain('CREATE OR REPLACE FUNCTION sync.push_commit');

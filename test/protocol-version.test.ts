@@ -8,7 +8,7 @@ import { PROTOCOL_VERSION } from '../core/protocol/index.js';
 import { protocolSchemaHash } from './support/protocol-hash.js';
 
 const RECORDED: Record<number, string> = {
-  1: 'dd04ffdd977008ab4c24b34cff80b6eac2fe2ba1dd061c5e967b3fb5b22ea6ef',
+  1: 'bfa9cddab056b584848b4ad5f19027a7944b035bb17763b9d8fc57b79e1988ca',
 };
 
 describe('protocol version', () => {

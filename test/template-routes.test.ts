@@ -188,6 +188,63 @@ describe('infra/template.yaml', () => {
     }
   });
 
+  it('serves push notifications: a WebSocket API whose routes go to the ws function, and the push function may post to its connections', () => {
+    const api = template.Resources['WebSocketApi'];
+    expect(api?.Properties?.['ProtocolType']).toBe('WEBSOCKET');
+    const integration = template.Resources['WebSocketIntegration']?.Properties;
+    expect(JSON.stringify(integration?.['IntegrationUri'])).toContain('${WsFunction.Arn}');
+    const routeKeys = Object.values(template.Resources)
+      .filter((r) => r.Type === 'AWS::ApiGatewayV2::Route')
+      .map((r) => [r.Properties?.['RouteKey'], r.Properties?.['Target']]);
+    expect(routeKeys.map(([k]) => k).sort()).toEqual(['$connect', '$default', '$disconnect']);
+    for (const [, target] of routeKeys) expect(target).toEqual({ 'Fn::Sub': 'integrations/${WebSocketIntegration}' });
+    const push = functionsByName().get('push')?.props;
+    expect(JSON.stringify(push?.['Environment']?.Variables?.SYNC_WS_ENDPOINT)).toContain('${WebSocketApi}');
+    expect(push?.['Role']).toEqual({ 'Fn::GetAtt': ['PushFunctionRole', 'Arn'] });
+    const statements = (template.Resources['PushFunctionRole']?.Properties?.['Policies'] as any[]).flatMap((p) => p.PolicyDocument?.Statement ?? []);
+    expect(statements.some((st) => st.Action === 'execute-api:ManageConnections' && JSON.stringify(st.Resource).includes('/POST/@connections/*'))).toBe(true);
+    const ws = functionsByName().get('ws')?.props;
+    expect(ws?.['Events']).toBeUndefined();
+    expect(Object.keys(ws?.['Environment']?.Variables ?? {}).sort()).toEqual(['SYNC_JWKS_URL', 'SYNC_JWT_AUDIENCE', 'SYNC_JWT_ISSUER']);
+  });
+
+  it('reads the database secret at runtime, with least privilege: the VPC policy only with a VPC, the secret only with one (issue 17 items 4, 8)', () => {
+    const text = readFileSync(TEMPLATE, 'utf8');
+    // A {{resolve:secretsmanager}} is copied into the environment once and never re-read.
+    expect(text).not.toContain('{{resolve:secretsmanager');
+    const env = template.Globals.Function['Environment'].Variables;
+    expect(env['DATABASE_SECRET_ID']).toEqual({ 'Fn::If': ['UseSecret', { Ref: 'DatabaseSecretArn' }, ''] });
+    expect(env['DATABASE_URL']).toEqual({ 'Fn::If': ['UseSecret', '', { Ref: 'DatabaseUrl' }] });
+    // SAM's generated roles attach AWSLambdaVPCAccessExecutionRole whenever VpcConfig is present,
+    // even as an !If that resolves to nothing: every function uses the one explicit role instead.
+    // (The push function's role adds posting to the WebSocket connections.)
+    for (const [name, { props }] of functionsByName()) expect(props['Role'], name).toEqual({ 'Fn::GetAtt': [name === 'push' ? 'PushFunctionRole' : 'FunctionRole', 'Arn'] });
+    for (const id of ['FunctionRole', 'PushFunctionRole']) {
+      const role = template.Resources[id]?.Properties ?? {};
+      const vpc = role['ManagedPolicyArns'].find((a: any) => JSON.stringify(a).includes('AWSLambdaVPCAccessExecutionRole'));
+      expect(vpc['Fn::If'][0], id).toBe('UseVpc');
+      const secretPolicy = role['Policies'].find((p: any) => JSON.stringify(p).includes('secretsmanager:GetSecretValue'));
+      expect(secretPolicy['Fn::If'][0], id).toBe('UseSecret');
+      expect(JSON.stringify(secretPolicy)).toContain('{"Ref":"DatabaseSecretArn"}');
+    }
+  });
+
+  it('alarms on 5xx, throttles, maintenance failures (dead letters too) and refused database credentials; logs and throttles the API (issue 17 item 6)', () => {
+    const alarms = Object.entries(template.Resources).filter(([, r]) => r.Type === 'AWS::CloudWatch::Alarm');
+    expect(alarms.map(([id]) => id).sort()).toEqual(['Api5xxAlarm', 'DatabaseAuthenticationAlarm', 'MaintenanceDeadLetterAlarm', 'MaintenanceErrorAlarm', 'ThrottleAlarm']);
+    for (const [id, r] of alarms) expect(r.Properties?.['AlarmActions'], id).toEqual({ 'Fn::If': ['HasAlarmTopic', [{ Ref: 'AlarmTopicArn' }], { Ref: 'AWS::NoValue' }] });
+    // Every function's log group counts the line functions/edge/database.ts writes.
+    const filters = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Logs::MetricFilter');
+    const filtered = new Set(filters.map((f) => f.Properties?.['LogGroupName']?.Ref));
+    for (const [name, { props }] of functionsByName()) expect(filtered.has(props['LoggingConfig'].LogGroup.Ref), name).toBe(true);
+    for (const f of filters) expect(f.Properties?.['FilterPattern']).toBe('{ $.event = "database_authentication_failed" }');
+    const maintenance = functionsByName().get('maintenance')?.props ?? {};
+    expect(maintenance['DeadLetterQueue']).toEqual({ Type: 'SQS', TargetArn: { 'Fn::GetAtt': ['MaintenanceDeadLetterQueue', 'Arn'] } });
+    const api = template.Resources['SyncApi']?.Properties ?? {};
+    expect(api['AccessLogSettings'].DestinationArn).toEqual({ 'Fn::GetAtt': ['ApiAccessLogGroup', 'Arn'] });
+    expect(api['DefaultRouteSettings']).toEqual({ ThrottlingRateLimit: { Ref: 'ThrottleRateLimit' }, ThrottlingBurstLimit: { Ref: 'ThrottleBurstLimit' } });
+  });
+
   it.skipIf(missing('cfn-lint'))('passes cfn-lint (SAM transform included)', () => {
     const result = spawnSync('cfn-lint', [TEMPLATE], { encoding: 'utf8' });
     expect(result.stdout + result.stderr).toBe('');

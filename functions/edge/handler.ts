@@ -6,6 +6,7 @@ import { SyncError } from '../../core/errors.js';
 import { type Limits } from '../../core/limits.js';
 import { type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
+import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
@@ -18,6 +19,13 @@ export interface RouteContext {
   readonly actor: Actor;
   /** The core context; loads the catalog on the container's first request. */
   sync(): Promise<SyncContext>;
+  /** Aborts when the caller is gone (the local gateway's connection closed); never in Lambda. */
+  readonly signal: AbortSignal | undefined;
+  /**
+   * Marks that this request committed a bundle of `userId`: once the route has answered, the
+   * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
+   */
+  committed(userId: string): void;
 }
 
 export interface Route {
@@ -32,9 +40,13 @@ export interface Route {
   run(request: EdgeRequest, ctx: RouteContext): Promise<EdgeAnswer>;
 }
 
-/** What the handlers use of Lambda's context object (absent locally). */
+/**
+ * What the handlers use of Lambda's context object (absent locally), and what the local gateway
+ * passes instead: a signal that aborts when the HTTP client goes away (Lambda's has none).
+ */
 export interface LambdaContext {
   getRemainingTimeInMillis?: () => number;
+  readonly signal?: AbortSignal;
 }
 
 export type LambdaHandler = (event: HttpApiEvent, context?: LambdaContext) => Promise<HttpResult>;
@@ -76,7 +88,24 @@ function matchPath(template: string, path: string): Record<string, string> | nul
   return params;
 }
 
-function findRoute(routes: readonly Route[], method: string, path: string): { route: Route; params: Record<string, string> } {
+/**
+ * The route of a request. API Gateway names the matched route in `routeKey` (`POST
+ * /sync/push-sessions/{push_id}/chunks`), whatever stage or custom-domain base path the request
+ * came through; `rawPath` then carries that prefix (`/prod/sync/…`, `/api/v1/sync/…`), so routing
+ * on it answered 404 behind a named stage or a base path mapping. The route is chosen by
+ * `routeKey`, and its parameters are read from the last segments of the path (as many as the
+ * template has), which are the same with or without a prefix. `$default` (the local gateway for a
+ * path no route serves, or a catch-all integration) falls back to matching the whole path.
+ */
+function findRoute(routes: readonly Route[], routeKey: string | undefined, method: string, path: string): { route: Route; params: Record<string, string> } {
+  const keyed = routeKey && routeKey !== '$default' ? routes.find((r) => `${r.method} ${r.path}` === routeKey) : undefined;
+  if (keyed) {
+    const want = keyed.path.split('/').length - 1;
+    const have = path.split('/');
+    const tail = ['', ...have.slice(Math.max(1, have.length - want))].join('/');
+    const params = matchPath(keyed.path, tail);
+    if (params) return { route: keyed, params };
+  }
   let pathMatched = false;
   for (const route of routes) {
     const params = matchPath(route.path, path);
@@ -85,6 +114,20 @@ function findRoute(routes: readonly Route[], method: string, path: string): { ro
     if (route.method === method) return { route, params };
   }
   throw new SyncError('route_not_found', pathMatched ? `${method} is not supported on ${path}` : `no route for ${method} ${path}`);
+}
+
+/**
+ * Tells a user's WebSocket connections about a commit. The commit stands whatever happens here:
+ * a failed notification is logged, never turned into a failed answer.
+ */
+async function notifyCommitted(runtime: Runtime, db: Db, userId: string): Promise<void> {
+  if (!runtime.notifier) return;
+  try {
+    if ((await runtime.catalog(db)).layoutVersion < NOTIFY_LAYOUT_VERSION) return;
+    await runtime.notifier.committed(db, userId);
+  } catch (error) {
+    console.error(JSON.stringify({ level: 'error', event: 'notification_failed', message: (error as Error).message }));
+  }
 }
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
@@ -101,7 +144,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       const deadline = requestDeadline(limits, context);
       db = runtime.db.forRequest({ deadline });
       const base = readRequest(event, limits.maxRequestBytes);
-      const { route, params } = findRoute(routes, base.method, base.path);
+      const { route, params } = findRoute(routes, event.routeKey, base.method, base.path);
       const request: EdgeRequest = { ...base, params };
       if (route.auth === 'operator') requireOperator(request);
       const actor = route.auth === true ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
@@ -115,14 +158,19 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         actor,
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
+        signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
+        committed: (userId) => void committedUsers.add(userId),
       };
+      const committedUsers = new Set<string>();
       const answer = await route.run(request, ctx);
+      for (const userId of committedUsers) await notifyCommitted(rt, requestDb, userId);
       // The database answered this request: record what an outage kept from it (rarely anything).
       if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
       return toHttp(answer, requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
+      runtime?.noteError(error);
       return toHttp(errorAnswer(error, retryAfterSeconds), db?.roundTrips.count ?? 0);
     }
   };

@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import { SyncError } from '../../core/errors.js';
 import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
+import { serializedBytesWithBody } from '../../core/protocol/wire-bytes.js';
 
 /** The v2 event with either authorizer shape (JWT claims, or a Lambda authorizer's context). */
 export type HttpApiEvent = APIGatewayProxyEventV2 & {
@@ -26,6 +27,12 @@ export interface EdgeRequest {
   readonly event: HttpApiEvent;
 }
 
+/**
+ * Generous bound of an event's bytes besides its body (headers, request context, claims); only
+ * decides whether the exact measure runs.
+ */
+const EVENT_ENVELOPE_BYTES_MAX = 64 * 1024;
+
 export function readRequest(event: HttpApiEvent, maxRequestBytes: number): Omit<EdgeRequest, 'params'> {
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(event.headers ?? {})) if (v !== undefined) headers[k.toLowerCase()] = v;
@@ -34,6 +41,17 @@ export function readRequest(event: HttpApiEvent, maxRequestBytes: number): Omit<
   let bodyText: string | undefined;
   let bodyBytes = 0;
   if (event.body !== undefined && event.body !== null && event.body !== '') {
+    // Lambda counts the invoke event, where the body is an escaped JSON string (base64 when API
+    // Gateway encoded it): that is what max_request_bytes bounds, not the body's own bytes.
+    // Measured only when it could matter: escaping at most sextuples a character.
+    if (event.body.length * 6 + EVENT_ENVELOPE_BYTES_MAX > maxRequestBytes) {
+      const eventBytes = serializedBytesWithBody(event);
+      if (eventBytes > maxRequestBytes) {
+        throw new SyncError('payload_too_large',
+          `the request is ${eventBytes} bytes as Lambda counts it (the JSON-escaped invoke event), over max_request_bytes (${maxRequestBytes}); send smaller chunks`,
+          { request_bytes: eventBytes, max_request_bytes: maxRequestBytes });
+      }
+    }
     const buffer = event.isBase64Encoded ? Buffer.from(event.body, 'base64') : Buffer.from(event.body, 'utf8');
     bodyBytes = buffer.byteLength;
     if (bodyBytes > maxRequestBytes) {
@@ -90,6 +108,14 @@ const USER_ID_MAX_CHARS = 256;
 // NUL is what PostgreSQL text cannot store: matching it is the point.
 // eslint-disable-next-line no-control-regex
 const UNSTORABLE = /\u0000|\p{Surrogate}/u;
+
+/**
+ * A user id claim this service can keep apart from every other: 1–256 characters, none that
+ * PostgreSQL text cannot hold (U+0000) or would fold into U+FFFD (a lone surrogate).
+ */
+export function isStorableUserId(claim: unknown): claim is string {
+  return typeof claim === 'string' && claim.length > 0 && claim.length <= USER_ID_MAX_CHARS && !UNSTORABLE.test(claim);
+}
 
 /**
  * The actor: the trusted user id from the authorizer (JWT claim, or a Lambda authorizer's

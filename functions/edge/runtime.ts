@@ -3,8 +3,13 @@
  * request lives here; Lambda reuses it across warm invocations.
  */
 import { loadConfig, type Config } from '../../core/config.js';
-import { Db, PoolShare, createPool, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { Db, PoolShare, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { type DatabaseSecret } from '../../core/db/secret.js';
+import { noteDatabaseError, openDatabase } from './database.js';
 import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
+import { type CommitFeed } from '../../core/sync/notify/commit-feed.js';
+import { type CommitNotifier } from '../../core/sync/notify/connections.js';
+import { lambdaCredentials, managementApiNotifier } from './ws-notifier.js';
 
 export interface Runtime {
   readonly config: Config;
@@ -23,13 +28,27 @@ export interface Runtime {
   invalidateCatalog(): void;
   /** Counts this container saw while the database was unreachable, recorded by a later request. */
   readonly pending: PendingCounters;
+  /** A request failed with this error: credentials that stopped working are read again and reported. */
+  noteError(error: unknown): void;
+  /** A long-running process's commit feed (one LISTEN connection); absent in Lambda. */
+  readonly feed: CommitFeed | undefined;
+  /** Posts a user's commits to their WebSocket connections (AWS); absent locally, where the feed does it. */
+  readonly notifier: CommitNotifier | undefined;
+}
+
+/** What a runtime may be given besides its pool. */
+export interface RuntimeServices {
+  readonly feed?: CommitFeed | undefined;
+  readonly notifier?: CommitNotifier | undefined;
+  /** The Secrets Manager source of the credentials, when they come from one. */
+  readonly secret?: DatabaseSecret | undefined;
 }
 
 /**
  * `build` is the layout range this runtime serves: this build's, unless a test stands in for an
  * older or newer one (the rolling-deploy tests).
  */
-export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD): Runtime {
+export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD, services: RuntimeServices = {}): Runtime {
   const { limits } = config;
   // Each user may hold this many of the container's connections at once (at least one).
   const share = new PoolShare(Math.max(1, Math.floor((config.dbPoolMax * limits.poolSharePerUserPercent) / 100)));
@@ -45,6 +64,8 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
     config,
     db,
     pending: new PendingCounters(),
+    feed: services.feed,
+    notifier: services.notifier,
     catalog(via: Queryable = db) {
       if (cached && Date.now() - loadedAt > config.limits.catalogRefreshSeconds * 1000) cached = undefined;
       if (!cached) {
@@ -59,6 +80,9 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
     invalidateCatalog() {
       cached = undefined;
     },
+    noteError(error) {
+      noteDatabaseError(error, services.secret);
+    },
   };
 }
 
@@ -68,15 +92,17 @@ let fromEnv: Promise<Runtime> | undefined;
 export function runtimeFromEnv(): Promise<Runtime> {
   fromEnv ??= (async () => {
     const config = loadConfig();
-    const pool = await createPool({
-      connectionString: config.databaseUrl,
-      max: config.dbPoolMax,
-      driver: config.dbDriver,
-      connectTimeoutMs: config.limits.dbConnectTimeoutMs,
-      idleTimeoutMs: config.limits.dbIdleTimeoutMs,
-      ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
-    });
-    return createRuntime(config, pool);
+    const { pool, secret } = await openDatabase(config, config.dbPoolMax);
+    // In AWS the WebSocket API's management endpoint, when deployed, gets every commit's notice.
+    const notifier = config.wsEndpoint
+      ? managementApiNotifier({
+          endpoint: config.wsEndpoint,
+          region: config.awsRegion ?? 'us-east-1',
+          credentials: () => lambdaCredentials(),
+          timeoutMs: config.limits.notifyTimeoutMs,
+        })
+      : undefined;
+    return createRuntime(config, pool, THIS_BUILD, { secret, notifier });
   })().catch((error: unknown) => {
     fromEnv = undefined;
     throw error;

@@ -9,6 +9,7 @@ import { createRuntime, ROUND_TRIPS_HEADER, type Runtime, type HttpApiEvent } fr
 import { startGateway, type Gateway, type GatewayAuth } from '../../dev/gateway.js';
 import { openTestDb, type TestDb } from './server-db.js';
 import { type BuildRange } from '../../core/sync/index.js';
+import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
 
 export const TEST_JWT_SECRET = 'lockstep-test-secret-0123456789abcdef';
@@ -90,6 +91,10 @@ export interface TestServerOptions {
   readonly staticDir?: string;
   /** Enables POST /dev/token (signed with TEST_JWT_SECRET). */
   readonly devTokens?: boolean;
+  /** Lambda's invoke limit as the gateway enforces it (default 6 MB). */
+  readonly invokeLimitBytes?: number;
+  /** `false`: no commit feed, as in Lambda (long polls poll, /sync/ws is refused). */
+  readonly feed?: boolean;
   /** Runs maintenance on the gateway's timer, as `npm start` does (off by default in tests). */
   readonly maintenance?: boolean;
   /** Enables the operator routes with this bearer token. */
@@ -116,13 +121,17 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
     SYNC_APP_NAME: 'lockstep-test',
     ...options.env,
   });
-  const runtime = createRuntime(config, t.db.pool, options.build);
+  // The local server's one LISTEN connection, on the direct URL (also under pgbouncer17 and neon17,
+  // whose request pools go through the pooler): long polls and /sync/ws wait on it.
+  const feed = options.feed === false ? undefined : await startCommitFeed(t.url);
+  const runtime = createRuntime(config, t.db.pool, options.build, { feed });
   const gateway = await startGateway({
     runtime,
     auth: options.auth ?? { secret: TEST_JWT_SECRET },
     ...(options.intercept ? { intercept: options.intercept } : {}),
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
+    ...(options.invokeLimitBytes ? { invokeLimitBytes: options.invokeLimitBytes } : {}),
     ...(options.maintenance ? { maintenance: true } : {}),
     ...(options.operatorToken ? { operatorToken: options.operatorToken } : {}),
   });
@@ -134,6 +143,7 @@ export async function serveTestDb(t: TestDb, options: TestServerOptions & { read
     client: (userId, sourceId) => apiClient(gateway.url, userId, sourceId),
     close: async () => {
       await gateway.close();
+      await feed?.close();
       await t.close();
     },
   };

@@ -9,11 +9,12 @@ import { migration0006 } from './0006-push-rows-compared.js';
 import { migration0007 } from './0007-counter-ledger.js';
 import { migration0008 } from './0008-per-user-caps.js';
 import { migration0009 } from './0009-guards.js';
-import { migration0010 } from './0010-operator-status.js';
+import { migration0010 } from './0010-push-notifications.js';
+import { migration0011 } from './0011-operator-status.js';
 
 export const MIGRATIONS: readonly Migration[] = [
   migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007, migration0008, migration0009,
-  migration0010,
+  migration0010, migration0011,
 ];
 
 export { type Migration } from './migration.js';

@@ -4,6 +4,7 @@
  */
 import { sql, type Queryable } from '../../db/index.js';
 import { type Limits } from '../../limits.js';
+import { expireConnections } from '../notify/connections.js';
 
 export interface MaintenanceTotals {
   push_session_rows: number;
@@ -11,12 +12,14 @@ export interface MaintenanceTotals {
   snapshot_session_rows: number;
   snapshot_sessions: number;
   bundle_rows: number;
+  /** WebSocket connections past their expiry (a `$disconnect` that never came). */
+  ws_connections: number;
   steps: number;
   finished: boolean;
 }
 
 export async function runMaintenance(db: Queryable, limits: Limits, budgetMs = 50_000): Promise<MaintenanceTotals> {
-  const totals: MaintenanceTotals = { push_session_rows: 0, push_sessions: 0, snapshot_session_rows: 0, snapshot_sessions: 0, bundle_rows: 0, steps: 0, finished: false };
+  const totals: MaintenanceTotals = { push_session_rows: 0, push_sessions: 0, snapshot_session_rows: 0, snapshot_sessions: 0, bundle_rows: 0, ws_connections: 0, steps: 0, finished: false };
   const deadline = Date.now() + budgetMs;
   while (Date.now() < deadline) {
     const [row] = await db.query<{ step: Record<string, number | boolean> }>(sql`SELECT sync.maintenance_step(${limits.maintenanceBatchRows}) AS step`);
@@ -30,5 +33,10 @@ export async function runMaintenance(db: Queryable, limits: Limits, budgetMs = 5
       break;
     }
   }
+  totals.ws_connections = await expireConnections(db, limits.maintenanceBatchRows).catch((error: unknown) => {
+    // A layout before 10 has no connections table yet: nothing to expire.
+    if (['42883', '42P01'].includes(String((error as { code?: unknown }).code))) return 0;
+    throw error;
+  });
   return totals;
 }

@@ -6,6 +6,7 @@
  */
 import { sql, type Db, type Queryable } from '../../db/index.js';
 import { type BundleSummary } from '../../protocol/index.js';
+import { type CommitNotifier } from '../notify/connections.js';
 import { SyncError } from '../../errors.js';
 import { defaultLimits } from '../../limits.js';
 import { rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE } from '../context.js';
@@ -15,6 +16,11 @@ export interface ServerWriteOptions {
   /** The server's own source id, e.g. "server:billing". It gets its own bundle sequence. */
   readonly sourceId: string;
   readonly retainedBundlesPerUser: number;
+  /**
+   * Tells the user's WebSocket connections once the bundle committed (AWS: the management API
+   * notifier). A long-running server's commit feed hears server writes without it.
+   */
+  readonly notifier?: CommitNotifier | undefined;
   /** The largest committed row in escaped wire bytes (rowWireBytesMax of the limits); default: that of the default limits. */
   readonly rowWireBytesMax?: number;
 }
@@ -26,7 +32,7 @@ export interface ServerWriteResult<T> {
 }
 
 export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (tx: Queryable, scopeId: string) => Promise<T>): Promise<ServerWriteResult<T>> {
-  return db.runTx(async (tx) => {
+  const written = await db.runTx(async (tx) => {
     await tx.query(sql`SELECT sync.server_bundle_begin(${options.userId}, ${options.sourceId})`);
     const result = await fn(tx, options.userId);
     try {
@@ -39,4 +45,7 @@ export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (t
       throw error;
     }
   });
+  // After the commit, never inside it: a device told too early would pull before the bundle exists.
+  if (written.bundle && options.notifier) await options.notifier.committed(db, options.userId).catch(() => undefined);
+  return written;
 }

@@ -17,7 +17,7 @@ export async function userStatus(db: Queryable, userId: string): Promise<Record<
   try {
     [row] = await db.query<{ status: Record<string, unknown> | null }>(sql`SELECT sync.user_status(${userId}, ${MAX_SOURCES_PER_STATUS}) AS status`);
   } catch (error) {
-    // A database at a layout before version 10, which this build still serves otherwise.
+    // A database at a layout before version 11, which this build still serves otherwise.
     if ((error as { code?: unknown }).code === UNDEFINED_FUNCTION) {
       throw new SyncError('service_unavailable', 'the sync layout predates operator status: run bootstrap to upgrade it', { reason: 'layout_upgrade_required' });
     }

@@ -1,0 +1,198 @@
+/**
+ * `watch: 'websocket'`: the client's wake-up from push notifications (protocol §5.9). One socket to
+ * `GET /sync/ws` (the local gateway) or the API Gateway WebSocket API (AWS), opened on the first
+ * `watch()` and kept; the server sends `{"type":"changed","latest_bundle_seq":n}` after each
+ * commit of the user. `wait` answers like the long poll does, so callers have one loop:
+ *
+ *   closed ──open──▶ open ──message n > checkpoint──▶ changed
+ *     ▲  │            │ └──────────wait ends──────────▶ unchanged
+ *     │  │ refused     └──closed─────────────────────▶ changed (re-check: commits may have been missed)
+ *     │  └──────────▶ failed: long polls for `retryAfterFailureMs`, then try again
+ *
+ * A freshly opened socket first answers "changed": commits made before it opened were not
+ * announced on it, so the caller syncs once to be sure. A keepalive ping goes out every few
+ * minutes (API Gateway drops a connection after 10 idle minutes).
+ */
+import { WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, ChangedMessage } from '../core/protocol/notify.js';
+import { type WatchResult } from './api.js';
+import { type ClientContext } from './context.js';
+
+/** What the client needs of a WebSocket; the browser's and the `ws` package's both fit. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  onopen: ((event: unknown) => void) | null;
+  onmessage: ((event: { data: unknown }) => void) | null;
+  onclose: ((event: unknown) => void) | null;
+  onerror: ((event: unknown) => void) | null;
+  send(data: string): void;
+  close(): void;
+}
+
+export type WebSocketFactory = (url: string) => WebSocketLike;
+
+export interface SocketWatchOptions {
+  /** `ws(s)://host/sync/ws` locally, or the WebSocket API's `wss://…/{stage}` in AWS. */
+  readonly url: string;
+  readonly getToken: () => string | Promise<string>;
+  readonly sourceId: () => string;
+  readonly connect: WebSocketFactory;
+  readonly pingIntervalMs?: number;
+  /** After a refused or failed socket, long polls are used this long before the next try. */
+  readonly retryAfterFailureMs?: number;
+  readonly openTimeoutMs?: number;
+  readonly now?: () => number;
+}
+
+/** The socket URL a base URL implies: its origin with ws(s) and the gateway's path. */
+export function defaultSocketUrl(baseUrl: string): string {
+  const url = new URL(baseUrl.replace(/\/+$/, '') + WS_PATH);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  return url.toString();
+}
+
+/** The platform's WebSocket, when it has one (browsers, Node 22+). */
+export function platformWebSocket(): WebSocketFactory | undefined {
+  const ctor = (globalThis as { WebSocket?: new (url: string) => WebSocketLike }).WebSocket;
+  return ctor ? (url) => new ctor(url) : undefined;
+}
+
+const OPEN = 1;
+
+export class SocketWatch {
+  private socket: WebSocketLike | null = null;
+  private opening: Promise<boolean> | null = null;
+  private latestSeen = 0;
+  private fresh = false;
+  private failedUntil = 0;
+  private pinger: ReturnType<typeof setInterval> | undefined;
+  private readonly listeners = new Set<(event: 'message' | 'closed') => void>();
+  private closed = false;
+
+  constructor(private readonly options: SocketWatchOptions) {}
+
+  /**
+   * Waits until the server announces a bundle past `checkpoint`, or `timeoutMs` passes, or
+   * `signal` aborts. Null: no socket could be had, use a long poll instead.
+   */
+  async wait(checkpoint: number, timeoutMs: number, signal?: AbortSignal): Promise<WatchResult | null> {
+    const now = this.options.now ?? Date.now;
+    if (this.closed || now() < this.failedUntil) return null;
+    if (!(await this.ensureOpen())) {
+      this.failedUntil = now() + (this.options.retryAfterFailureMs ?? 30_000);
+      return null;
+    }
+    if (this.fresh) {
+      this.fresh = false;
+      return { changed: true, latestBundleSeq: Math.max(this.latestSeen, checkpoint) };
+    }
+    if (this.latestSeen > checkpoint) return { changed: true, latestBundleSeq: this.latestSeen };
+    return new Promise<WatchResult>((resolve) => {
+      const finish = (result: WatchResult) => {
+        clearTimeout(timer);
+        this.listeners.delete(listener);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(result);
+      };
+      const unchanged = () => finish({ changed: false, latestBundleSeq: Math.max(this.latestSeen, checkpoint) });
+      const onAbort = unchanged;
+      const listener = (event: 'message' | 'closed') => {
+        // A lost socket may have missed announcements: the caller checks by syncing.
+        if (event === 'closed') finish({ changed: true, latestBundleSeq: Math.max(this.latestSeen, checkpoint) });
+        else if (this.latestSeen > checkpoint) finish({ changed: true, latestBundleSeq: this.latestSeen });
+      };
+      const timer = setTimeout(unchanged, timeoutMs);
+      this.listeners.add(listener);
+      if (signal?.aborted) unchanged();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Closes the socket for good (the client closes). */
+  close(): void {
+    this.closed = true;
+    this.drop();
+  }
+
+  private ensureOpen(): Promise<boolean> {
+    if (this.socket?.readyState === OPEN) return Promise.resolve(true);
+    this.opening ??= this.open().finally(() => {
+      this.opening = null;
+    });
+    return this.opening;
+  }
+
+  private async open(): Promise<boolean> {
+    const url = new URL(this.options.url);
+    url.searchParams.set(WS_TOKEN_PARAM, await this.options.getToken());
+    url.searchParams.set(WS_SOURCE_PARAM, this.options.sourceId());
+    let socket: WebSocketLike;
+    try {
+      socket = this.options.connect(url.toString());
+    } catch {
+      return false;
+    }
+    return new Promise<boolean>((resolve) => {
+      let settled = false;
+      // A socket that neither opens nor fails (a proxy holding the upgrade) counts as failed.
+      const timeout = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        socket.close();
+        resolve(false);
+      }, this.options.openTimeoutMs ?? 10_000);
+      socket.onopen = () => {
+        clearTimeout(timeout);
+        if (settled) return;
+        settled = true;
+        this.socket = socket;
+        this.fresh = true;
+        const every = this.options.pingIntervalMs ?? 240_000;
+        this.pinger = setInterval(() => {
+          if (socket.readyState === OPEN) socket.send('{"type":"ping"}');
+        }, every);
+        resolve(true);
+      };
+      socket.onmessage = (event) => {
+        let parsed: ReturnType<typeof ChangedMessage.safeParse>;
+        try {
+          parsed = ChangedMessage.safeParse(JSON.parse(String(event.data)));
+        } catch {
+          return;
+        }
+        if (!parsed.success) return;
+        this.latestSeen = Math.max(this.latestSeen, parsed.data.latest_bundle_seq);
+        for (const listener of [...this.listeners]) listener('message');
+      };
+      socket.onerror = () => undefined;
+      socket.onclose = () => {
+        clearTimeout(timeout);
+        if (!settled) {
+          settled = true;
+          resolve(false);
+          return;
+        }
+        if (this.socket === socket) this.drop();
+        for (const listener of [...this.listeners]) listener('closed');
+      };
+    });
+  }
+
+  private drop(): void {
+    clearInterval(this.pinger);
+    const socket = this.socket;
+    this.socket = null;
+    if (socket && socket.readyState <= OPEN) socket.close();
+  }
+}
+
+/** The socket watch of a client, or null when the platform has no WebSocket and none was given. */
+export function socketWatchFor(ctx: ClientContext): SocketWatch | null {
+  const connect = ctx.config.webSocket ?? platformWebSocket();
+  if (!connect) return null;
+  return new SocketWatch({
+    url: ctx.config.webSocketUrl ?? defaultSocketUrl(ctx.config.baseUrl),
+    getToken: ctx.config.getToken,
+    sourceId: () => ctx.sourceRef.current,
+    connect,
+  });
+}

@@ -1,0 +1,26 @@
+/**
+ * Push notifications (protocol §5.9): what the server sends on `GET /sync/ws` (a WebSocket locally,
+ * an API Gateway WebSocket API in AWS) after each commit of the connection's user, and what a
+ * client may send. Clients authenticate the upgrade with `?token=<JWT>&source_id=<source>`,
+ * because browsers cannot set headers on a WebSocket.
+ */
+import { z } from 'zod';
+
+const count = z.number().int().nonnegative();
+
+/** After each commit of the user: the latest bundle_seq; the device pulls when it is behind. */
+export const ChangedMessage = z.object({ type: z.literal('changed'), latest_bundle_seq: count });
+export type ChangedMessage = z.infer<typeof ChangedMessage>;
+
+/**
+ * A keepalive the client sends now and then: API Gateway closes a WebSocket after 10 minutes
+ * without a message. The server answers nothing.
+ */
+export const PingMessage = z.object({ type: z.literal('ping') });
+export type PingMessage = z.infer<typeof PingMessage>;
+
+/** Query parameters of the upgrade request. */
+export const WS_TOKEN_PARAM = 'token';
+export const WS_SOURCE_PARAM = 'source_id';
+/** The path of the WebSocket on the local gateway (in AWS the WebSocket API has its own URL). */
+export const WS_PATH = '/sync/ws';

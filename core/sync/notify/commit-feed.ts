@@ -1,0 +1,95 @@
+/**
+ * The commit feed of a long-running process: one LISTEN connection (core/db/listen.ts) on channel
+ * `lockstep_commit`, which `sync.bundle_log`'s trigger signals at every commit, fanned out in
+ * memory to whatever waits for a user: long polls (`watch`) and WebSockets of the local gateway.
+ * So a waiting watch costs no query per poll interval, and a thousand waiting devices cost one
+ * connection, not a thousand (issue 15 item 8, issue 18).
+ */
+import { listen, type Listener } from '../../db/listen.js';
+
+export const COMMIT_CHANNEL = 'lockstep_commit';
+
+/** `bundleSeq` of a commit of the user, or null: signals may have been missed, check again. */
+export type CommitSignal = (bundleSeq: number | null) => void;
+
+export type WaitOutcome = 'signalled' | 'timeout' | 'aborted';
+
+export interface CommitFeed {
+  /** False while the LISTEN connection is down; callers then poll. */
+  readonly listening: boolean;
+  /** Calls `fn` for every commit of `userId` (and with null after a reconnect); answers the unsubscribe. */
+  subscribe(userId: string, fn: CommitSignal): () => void;
+  /** Waits for the next signal for `userId`, at most `timeoutMs`, or until `signal` aborts. */
+  wait(userId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome>;
+  /** Users with a subscriber, and subscribers in all (for tests and status). */
+  size(): { users: number; subscribers: number };
+  close(): Promise<void>;
+}
+
+/** A feed that fans signals out to subscribers; `deliver` and `reset` feed it. */
+export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq: number): void; reset(): void; listener: Listener | undefined } {
+  const byUser = new Map<string, Set<CommitSignal>>();
+  let subscribers = 0;
+  const feed = {
+    listener: undefined as Listener | undefined,
+    get listening() {
+      return feed.listener?.listening ?? false;
+    },
+    subscribe(userId: string, fn: CommitSignal) {
+      let set = byUser.get(userId);
+      if (!set) byUser.set(userId, (set = new Set()));
+      set.add(fn);
+      subscribers++;
+      return () => {
+        if (set.delete(fn)) subscribers--;
+        if (set.size === 0 && byUser.get(userId) === set) byUser.delete(userId);
+      };
+    },
+    wait(userId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome> {
+      if (signal?.aborted) return Promise.resolve('aborted');
+      return new Promise<WaitOutcome>((resolve) => {
+        const done = (outcome: WaitOutcome) => {
+          clearTimeout(timer);
+          unsubscribe();
+          signal?.removeEventListener('abort', onAbort);
+          resolve(outcome);
+        };
+        const onAbort = () => done('aborted');
+        const unsubscribe = feed.subscribe(userId, () => done('signalled'));
+        const timer = setTimeout(() => done('timeout'), Math.max(0, timeoutMs));
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    },
+    deliver(userId: string, bundleSeq: number) {
+      for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq);
+    },
+    reset() {
+      for (const set of [...byUser.values()]) for (const fn of [...set]) fn(null);
+    },
+    size: () => ({ users: byUser.size, subscribers }),
+    async close() {
+      await feed.listener?.close();
+    },
+  };
+  return feed;
+}
+
+/** Starts the feed on its own connection (a direct URL: LISTEN does not survive a transaction pooler). */
+export async function startCommitFeed(connectionString: string): Promise<CommitFeed> {
+  const feed = createFanOut();
+  feed.listener = await listen({
+    connectionString,
+    channel: COMMIT_CHANNEL,
+    onMessage(payload) {
+      let parsed: { user_id?: unknown; bundle_seq?: unknown };
+      try {
+        parsed = JSON.parse(payload) as typeof parsed;
+      } catch {
+        return;
+      }
+      if (typeof parsed.user_id === 'string' && typeof parsed.bundle_seq === 'number') feed.deliver(parsed.user_id, parsed.bundle_seq);
+    },
+    onReset: () => feed.reset(),
+  });
+  return feed;
+}

@@ -1,0 +1,65 @@
+/**
+ * WebSocket connections of each user, kept in `sync.ws_connections` (layout 10): API Gateway owns
+ * the sockets, Lambda keeps nothing between invocations, so `$connect` records the connection id
+ * and every commit reads its user's ids to post to. Each call is one statement.
+ */
+import { sql, type Queryable } from '../../db/index.js';
+import { SyncError } from '../../errors.js';
+import { type Limits } from '../../limits.js';
+import { unwrap, type Actor } from '../context.js';
+
+/** The first layout that has `sync.ws_connections` (migration 0010). */
+export const NOTIFY_LAYOUT_VERSION = 10;
+
+/** Refuses a notification feature on an older layout with the operator's next step. */
+export function requireNotifyLayout(layoutVersion: number): void {
+  if (layoutVersion < NOTIFY_LAYOUT_VERSION) {
+    throw new SyncError('service_unavailable', `push notifications need sync layout ${NOTIFY_LAYOUT_VERSION} (the database is at ${layoutVersion}): run bootstrap`, {
+      reason: 'layout_upgrade_required',
+    });
+  }
+}
+
+/** Registers `connectionId` for the actor at `$connect`; answers the user's latest bundle_seq. */
+export async function registerConnection(db: Queryable, limits: Limits, actor: Actor, connectionId: string): Promise<{ latest_bundle_seq: number }> {
+  const [row] = await db.query<{ answer: unknown }>(sql`
+    SELECT sync.ws_connect(${actor.userId}, ${actor.sourceId}, ${connectionId}, ${limits.wsConnectionTtlSeconds}, ${limits.maxWsConnectionsPerUser}) AS answer`);
+  const answer = unwrap<{ latest_bundle_seq: number | string }>(row?.answer);
+  return { latest_bundle_seq: Number(answer.latest_bundle_seq) };
+}
+
+/** Forgets connections (`$disconnect`, or gone: 410 from the management API). */
+export async function dropConnections(db: Queryable, connectionIds: readonly string[]): Promise<number> {
+  if (connectionIds.length === 0) return 0;
+  const [row] = await db.query<{ n: number }>(sql`SELECT sync.ws_disconnect(${[...connectionIds]}::text[]) AS n`);
+  return Number(row?.n ?? 0);
+}
+
+export interface NotifyTargets {
+  readonly connectionIds: readonly string[];
+  readonly latestBundleSeq: number;
+}
+
+/** The user's open connections and the bundle_seq to announce. */
+export async function notifyTargets(db: Queryable, userId: string): Promise<NotifyTargets> {
+  const rows = await db.query<{ connection_id: string; latest_bundle_seq: string }>(sql`
+    SELECT connection_id, latest_bundle_seq FROM sync.ws_targets(${userId})`);
+  return { connectionIds: rows.map((r) => r.connection_id), latestBundleSeq: Number(rows[0]?.latest_bundle_seq ?? 0) };
+}
+
+/** Deletes up to `batch` connections past their expiry (maintenance); answers how many. */
+export async function expireConnections(db: Queryable, batch: number): Promise<number> {
+  const [row] = await db.query<{ n: number }>(sql`
+    SELECT sync.ws_disconnect(array(SELECT connection_id FROM sync.ws_connections WHERE expires_at <= now()
+                                     ORDER BY expires_at LIMIT ${batch})) AS n`);
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * Tells a user's devices that a commit happened, after it committed. In AWS this posts to the
+ * API Gateway management API (functions/edge/ws-notifier.ts); a long-running server needs none,
+ * since its commit feed hears every commit from PostgreSQL itself.
+ */
+export interface CommitNotifier {
+  committed(db: Queryable, userId: string): Promise<void>;
+}

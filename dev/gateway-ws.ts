@@ -1,0 +1,109 @@
+/**
+ * `GET /sync/ws` on the local gateway: the same push notifications as the API Gateway WebSocket
+ * API, so the client has one code path (protocol §5.9). Authenticated like `$connect` in AWS
+ * (`?token=<JWT>&source_id=<source>`, or the Authorization and Sync-Source-ID headers for clients
+ * that can send them), and fed by the process's commit feed: one LISTEN connection hears every
+ * commit of the database (pushes, server writes, other processes), and each signal goes straight
+ * to that user's sockets, without a query per commit or per socket.
+ */
+import { type IncomingMessage, type Server } from 'node:http';
+import { type Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { type JWTPayload } from 'jose';
+import { sql } from '../core/db/index.js';
+import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
+import { NOTIFY_LAYOUT_VERSION } from '../core/sync/notify/connections.js';
+import { type Runtime } from '../functions/index.js';
+
+export interface GatewaySockets {
+  /** Open sockets (tests, status). */
+  count(): number;
+  close(): void;
+}
+
+/** A socket that answered no ping within this long is dropped (a vanished client). */
+const PING_INTERVAL_MS = 30_000;
+
+function refuse(socket: Duplex, status: number, error: string, message: string): void {
+  const body = JSON.stringify({ error, message });
+  socket.end(`HTTP/1.1 ${status} ${error}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+export function attachWebSockets(server: Server, runtime: Runtime, verify: (authorization: string | undefined) => Promise<JWTPayload | null>): GatewaySockets {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+  const perUser = new Map<string, number>();
+  const alive = new WeakSet<WebSocket>();
+
+  async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== WS_PATH) return refuse(socket, 404, 'route_not_found', `no WebSocket at ${url.pathname}`);
+    const token = url.searchParams.get(WS_TOKEN_PARAM);
+    const claims = await verify(token ? `Bearer ${token}` : req.headers.authorization);
+    const userId = claims?.[runtime.config.userIdClaim];
+    if (typeof userId !== 'string' || userId.length === 0) return refuse(socket, 401, 'authentication_failed', 'a valid token is required');
+    const sourceId = url.searchParams.get(WS_SOURCE_PARAM) ?? req.headers[SOURCE_ID_HEADER];
+    if (typeof sourceId !== 'string' || !SOURCE_ID_PATTERN.test(sourceId)) return refuse(socket, 400, 'invalid_request', `${WS_SOURCE_PARAM} must be 1-128 characters of [A-Za-z0-9._:-]`);
+    const feed = runtime.feed;
+    // Without the feed (no direct database URL) there is nothing to push: the client falls back to long polls.
+    if (!feed?.listening) return refuse(socket, 503, 'service_unavailable', 'push notifications are not available on this server; use long polls');
+    const layout = (await runtime.catalog()).layoutVersion;
+    if (layout < NOTIFY_LAYOUT_VERSION) return refuse(socket, 503, 'service_unavailable', `push notifications need sync layout ${NOTIFY_LAYOUT_VERSION}: run bootstrap`);
+    const open = perUser.get(userId) ?? 0;
+    if (open >= runtime.config.limits.maxWsConnectionsPerUser) return refuse(socket, 429, 'rate_limited', 'too many WebSocket connections for this user');
+    perUser.set(userId, open + 1);
+    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, userId));
+  }
+
+  function serve(ws: WebSocket, userId: string): void {
+    const feed = runtime.feed;
+    let lastSent = -1;
+    const send = (latest: number) => {
+      if (latest <= lastSent || ws.readyState !== ws.OPEN) return;
+      lastSent = latest;
+      const message: ChangedMessage = { type: 'changed', latest_bundle_seq: latest };
+      ws.send(JSON.stringify(message));
+    };
+    const unsubscribe = feed?.subscribe(userId, (seq) => {
+      if (seq !== null) return send(seq);
+      // The feed reconnected and may have missed commits: one point read tells.
+      runtime.db
+        .query<{ latest: string }>(sql`SELECT latest_bundle_seq AS latest FROM sync.user_state WHERE user_id = ${userId}`)
+        .then(([row]) => row && send(Number(row.latest)), () => undefined);
+    });
+    alive.add(ws);
+    ws.on('pong', () => alive.add(ws));
+    ws.on('message', () => alive.add(ws));
+    ws.on('error', () => ws.terminate());
+    ws.on('close', () => {
+      unsubscribe?.();
+      const left = (perUser.get(userId) ?? 1) - 1;
+      if (left > 0) perUser.set(userId, left);
+      else perUser.delete(userId);
+    });
+  }
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
+    upgrade(req, socket, head).catch(() => refuse(socket, 500, 'internal_error', 'gateway error'));
+  };
+  server.on('upgrade', onUpgrade);
+  const pinger = setInterval(() => {
+    for (const ws of wss.clients) {
+      if (!alive.has(ws)) ws.terminate();
+      else {
+        alive.delete(ws);
+        ws.ping();
+      }
+    }
+  }, PING_INTERVAL_MS);
+  pinger.unref();
+  return {
+    count: () => wss.clients.size,
+    close() {
+      clearInterval(pinger);
+      server.off('upgrade', onUpgrade);
+      for (const ws of wss.clients) ws.terminate();
+      wss.close();
+    },
+  };
+}

@@ -1,0 +1,66 @@
+/**
+ * Lambda: the API Gateway WebSocket API of push notifications (protocol §5.9, issue 17 item 5).
+ * - `$connect` (`wss://…/{stage}?token=<JWT>&source_id=<source>`): verifies the token as the HTTP
+ *   API's JWT authorizer does (browsers cannot send headers on a WebSocket, so it travels in the
+ *   query; the access log format leaves query strings out) and records the connection id for the
+ *   user in `sync.ws_connections`. 401 refuses the upgrade; 429 over the per-user cap.
+ * - `$disconnect`: forgets the connection.
+ * - `$default`: the client's keepalive pings; nothing to answer.
+ * Commits post `{"type":"changed","latest_bundle_seq":n}` to the user's connections
+ * (functions/edge/ws-notifier.ts).
+ */
+import { SOURCE_ID_PATTERN, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from '../core/protocol/index.js';
+import { SyncError } from '../core/errors.js';
+import { dropConnections, registerConnection, requireNotifyLayout } from '../core/sync/notify/connections.js';
+import { errorAnswer } from './edge/http.js';
+import { isStorableUserId } from './edge/request.js';
+import { tokenVerifier, type TokenVerifier } from './edge/jwt.js';
+import { runtimeFromEnv, type Runtime } from './edge/runtime.js';
+
+/** The fields of API Gateway's WebSocket event this handler reads. */
+export interface WsEvent {
+  readonly requestContext: { readonly routeKey: string; readonly connectionId: string; readonly requestId?: string };
+  readonly queryStringParameters?: Readonly<Record<string, string | undefined>> | null;
+  readonly headers?: Readonly<Record<string, string | undefined>> | null;
+  readonly body?: string | null;
+}
+
+export interface WsResult {
+  readonly statusCode: number;
+  readonly body?: string;
+}
+
+export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFromEnv): (event: WsEvent) => Promise<WsResult> {
+  let verifier: TokenVerifier | null | undefined;
+  return async (event) => {
+    let runtime: Runtime | undefined;
+    try {
+      runtime = await getRuntime();
+      const db = runtime.db.forRequest();
+      const { routeKey, connectionId } = event.requestContext;
+      if (routeKey === '$disconnect') {
+        await dropConnections(db, [connectionId]);
+        return { statusCode: 200 };
+      }
+      if (routeKey !== '$connect') return { statusCode: 200 };
+      verifier ??= tokenVerifier(runtime.config.jwt);
+      if (!verifier) throw new SyncError('service_unavailable', 'no token verification is configured (SYNC_JWT_ISSUER, SYNC_JWKS_URL or SYNC_JWT_SECRET)');
+      const query = event.queryStringParameters ?? {};
+      const claims = await verifier(query[WS_TOKEN_PARAM] ?? '');
+      const userId = claims?.[runtime.config.userIdClaim];
+      if (!isStorableUserId(userId)) {
+        throw new SyncError('authentication_failed', 'a valid token is required in the token query parameter');
+      }
+      const sourceId = query[WS_SOURCE_PARAM] ?? '';
+      if (!SOURCE_ID_PATTERN.test(sourceId)) throw new SyncError('invalid_request', `${WS_SOURCE_PARAM} must be 1-128 characters of [A-Za-z0-9._:-]`);
+      requireNotifyLayout((await runtime.catalog(db)).layoutVersion);
+      await registerConnection(db, runtime.config.limits, { userId, sourceId }, connectionId);
+      return { statusCode: 200 };
+    } catch (error) {
+      const answer = errorAnswer(error, runtime?.config.limits.unavailableRetryAfterSeconds);
+      return { statusCode: answer.status, body: JSON.stringify(answer.body) };
+    }
+  };
+}
+
+export const handler = createWsHandler();

@@ -1,0 +1,265 @@
+/**
+ * Push notifications through the local gateway (protocol §5.9, issue 17 item 5) and waiting
+ * without polling (issue 15 item 8):
+ * - `GET /sync/ws` sends `{"type":"changed","latest_bundle_seq":n}` after each commit of the
+ *   socket's user: pushes and server writes alike, another user's never; bad tokens and sources
+ *   are refused before the upgrade;
+ * - the client's `watch: 'websocket'` wakes on them, and falls back to long polls by itself when
+ *   the server offers no socket;
+ * - waiting long polls cost no query per poll interval (the process's one LISTEN connection wakes
+ *   them), and an abandoned long poll stops working at once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { loadConfig } from '../core/config.js';
+import { sql } from '../core/db/index.js';
+import { serverWrite } from '../core/sync/push/server-write.js';
+import { startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
+import { createRuntime, type Runtime } from '../functions/index.js';
+import { THIS_BUILD } from '../core/sync/index.js';
+import { startGateway, type Gateway } from '../dev/gateway.js';
+import { type WebSocketFactory, type WebSocketLike } from '../client-web/watch-socket.js';
+import { openDevice, write, type Device } from './support/client-harness.js';
+import { openAppDb, type TestDb } from './support/server-db.js';
+import { apiClient, signToken, startTestServer, TEST_JWT_SECRET, type TestServer } from './support/server.js';
+import { APP_TABLES } from './support/schemas.js';
+import { initEmpty, item, list, pushOk, uuid } from './support/write-helpers.js';
+
+const wsFactory: WebSocketFactory = (url) => new WebSocket(url) as unknown as WebSocketLike;
+
+interface Socket {
+  readonly messages: unknown[];
+  next(timeoutMs?: number): Promise<unknown>;
+  close(): void;
+}
+
+/** Opens /sync/ws; rejects with the HTTP status when the upgrade is refused. */
+async function openSocket(baseUrl: string, query: Record<string, string>): Promise<Socket> {
+  const url = new URL('/sync/ws', baseUrl.replace('http', 'ws'));
+  for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+  const ws = new WebSocket(url);
+  const messages: unknown[] = [];
+  const waiting: Array<(m: unknown) => void> = [];
+  ws.on('message', (data) => {
+    const m = JSON.parse(String(data));
+    const w = waiting.shift();
+    if (w) w(m);
+    else messages.push(m);
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode })));
+    ws.once('error', reject);
+  });
+  return {
+    messages,
+    next: (timeoutMs = 5000) =>
+      messages.length
+        ? Promise.resolve(messages.shift())
+        : new Promise((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error('no message')), timeoutMs);
+            waiting.push((m) => {
+              clearTimeout(timer);
+              resolve(m);
+            });
+          }),
+    close: () => ws.close(),
+  };
+}
+
+describe('push notifications through the local gateway', () => {
+  let s: TestServer;
+  const devices: Device[] = [];
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await s?.close();
+  });
+
+  it('a socket hears every commit of its user (pushes and server writes), never another user\'s', async () => {
+    const alice = s.client('ws-alice', 'src-a');
+    const bob = s.client('ws-bob', 'src-b');
+    await initEmpty(alice);
+    await initEmpty(bob);
+    const socket = await openSocket(s.url, { token: await signToken('ws-alice'), source_id: 'src-watch' });
+    try {
+      const listId = uuid();
+      await pushOk(bob, [list(uuid(), 'bob only')], { sourceBundleId: 1 });
+      await pushOk(alice, [list(listId, 'first')], { sourceBundleId: 1 });
+      expect(await socket.next()).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+      await pushOk(alice, [item(uuid(), listId, 'second')], { sourceBundleId: 2 });
+      expect(await socket.next()).toEqual({ type: 'changed', latest_bundle_seq: 2 });
+      // A server write (the application's backend) commits a bundle too.
+      await serverWrite(s.t.db, { userId: 'ws-alice', sourceId: 'server:test', retainedBundlesPerUser: 100 }, (tx, scope) =>
+        tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title) VALUES (${uuid()}::uuid, ${scope}, 'from the server')`));
+      expect(await socket.next()).toEqual({ type: 'changed', latest_bundle_seq: 3 });
+      // Bob's commit never reached Alice's socket.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(socket.messages).toEqual([]);
+      expect(s.gateway.sockets.count()).toBe(1);
+    } finally {
+      socket.close();
+    }
+  });
+
+  it('refuses a bad token (401) and a bad source (400) before the upgrade', async () => {
+    await expect(openSocket(s.url, { token: 'not-a-jwt', source_id: 'src-x' })).rejects.toMatchObject({ status: 401 });
+    await expect(openSocket(s.url, { token: await signToken('ws-alice', { secret: 'another-secret-0123456789abcdef' }), source_id: 'src-x' })).rejects.toMatchObject({ status: 401 });
+    await expect(openSocket(s.url, { token: await signToken('ws-alice'), source_id: 'bad source!' })).rejects.toMatchObject({ status: 400 });
+  });
+
+  it("the client's watch: 'websocket' wakes on another device's commit", async () => {
+    const a = await openDevice(s, 'ws-devices');
+    const b = await openDevice(s, 'ws-devices', { config: { watch: 'websocket', webSocket: wsFactory } });
+    devices.push(a, b);
+    const listId = uuid();
+    await write.list(a.db, listId, 'shared');
+    await a.client.attach('ws-devices');
+    await b.client.attach('ws-devices');
+    // A fresh socket first says "check": commits before it opened were not announced on it.
+    expect((await b.client.watch()).changed).toBe(true);
+    await b.client.sync();
+    const waiting = b.client.watch();
+    await write.item(a.db, uuid(), listId, 'from a');
+    await a.client.sync();
+    const woke = await waiting;
+    expect(woke).toEqual({ changed: true, latestBundleSeq: 2 });
+    await b.client.sync();
+    expect((await b.db.query('SELECT body FROM items')).map((r) => r['body'])).toEqual(['from a']);
+  });
+});
+
+describe('without a commit feed (as in Lambda)', () => {
+  let s: TestServer;
+  const devices: Device[] = [];
+  beforeAll(async () => {
+    s = await startTestServer({ feed: false });
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await s?.close();
+  });
+
+  it('the socket is refused with 503 and the client falls back to long polls by itself', async () => {
+    await expect(openSocket(s.url, { token: await signToken('fb-user'), source_id: 'src-x' })).rejects.toMatchObject({ status: 503 });
+    const a = await openDevice(s, 'fb-user');
+    const b = await openDevice(s, 'fb-user', { config: { watch: 'websocket', webSocket: wsFactory } });
+    devices.push(a, b);
+    const listId = uuid();
+    await write.list(a.db, listId, 'shared');
+    await a.client.attach('fb-user');
+    await b.client.attach('fb-user');
+    const waiting = b.client.watch();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await write.item(a.db, uuid(), listId, 'polled');
+    await a.client.sync();
+    expect(await waiting).toEqual({ changed: true, latestBundleSeq: 2 });
+  });
+});
+
+describe('waiting long polls cost no queries; abandoned ones stop', () => {
+  let t: TestDb;
+  let queries = 0;
+  const started: Array<{ gateway: Gateway; feed?: CommitFeed }> = [];
+
+  /** A gateway whose runtime pool counts every statement it runs. */
+  async function serve(withFeed: boolean): Promise<{ url: string; runtime: Runtime }> {
+    const pool = t.db.pool;
+    const counting = new Proxy(pool, {
+      get(target, prop, receiver) {
+        if (prop === 'query') return (...args: unknown[]) => (queries++, (target.query as (...a: unknown[]) => unknown).apply(target, args));
+        if (prop === 'connect') {
+          return async () => {
+            const client = await target.connect();
+            return new Proxy(client, {
+              get(c, p, r) {
+                if (p === 'query') return (...args: unknown[]) => (queries++, (c.query as (...a: unknown[]) => unknown).apply(c, args));
+                const v = Reflect.get(c, p, r);
+                return typeof v === 'function' ? v.bind(c) : v;
+              },
+            });
+          };
+        }
+        const v = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
+    const feed = withFeed ? await startCommitFeed(t.url) : undefined;
+    const runtime = createRuntime(config, counting, THIS_BUILD, { feed });
+    const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET } });
+    started.push({ gateway, ...(feed ? { feed } : {}) });
+    return { url: gateway.url, runtime };
+  }
+
+  beforeAll(async () => {
+    t = await openAppDb();
+  });
+  afterAll(async () => {
+    for (const s of started) {
+      await s.gateway.close();
+      await s.feed?.close();
+    }
+    await t?.close();
+  });
+
+  it('40 waiting watches run no query while they wait, and wake on their user\'s commit', async () => {
+    const { url } = await serve(true);
+    const writer = apiClient(url, 'lp-user', 'src-writer');
+    await initEmpty(writer);
+    const watchers = Array.from({ length: 40 }, (_, i) => apiClient(url, 'lp-user', `src-w${i}`));
+    await watchers[0]!.get('/sync/capabilities');
+    const before = queries;
+    const waits = watchers.map((c) => c.get('/sync/watch?after_bundle_seq=0&wait_seconds=10'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const afterFirstReads = queries;
+    // One point read each, then nothing for a second (polling: 40 × 4 reads per second).
+    expect(afterFirstReads - before).toBeLessThanOrEqual(40);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(queries - afterFirstReads).toBe(0);
+    await pushOk(writer, [list(uuid(), 'wake')], { sourceBundleId: 1 });
+    const answers = await Promise.all(waits);
+    for (const a of answers) expect(a.body).toEqual({ latest_bundle_seq: 1, changed: true });
+  });
+
+  for (const withFeed of [true, false]) {
+    it(`abandoned watches stop working when their callers go (${withFeed ? 'feed' : 'polling'})`, async () => {
+      const { url } = await serve(withFeed);
+      const user = `gone-${withFeed}`;
+      const token = await signToken(user);
+      await initEmpty(apiClient(url, user, 'src-init'));
+      const controllers = Array.from({ length: 40 }, () => new AbortController());
+      const calls = controllers.map((c, i) =>
+        fetch(`${url}/sync/watch?after_bundle_seq=0&wait_seconds=20`, { headers: { authorization: `Bearer ${token}`, 'sync-source-id': `src-g${i}` }, signal: c.signal }).catch(() => undefined));
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      for (const c of controllers) c.abort();
+      await Promise.all(calls);
+      // Each handler notices at once, reads once more at most, and is done.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const settled = queries;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(queries - settled).toBe(0);
+    });
+  }
+
+  it('a dropped LISTEN connection is re-established, and waiters re-check meanwhile', async () => {
+    const feed = await startCommitFeed(t.url);
+    try {
+      const signals: Array<number | null> = [];
+      feed.subscribe('feed-user', (seq) => signals.push(seq));
+      await t.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lockstep-listener' AND datname = current_database()`);
+      const deadline = Date.now() + 5000;
+      while (!(feed.listening && signals.includes(null)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(signals).toContain(null);
+      expect(feed.listening).toBe(true);
+      await t.exec(`SELECT pg_notify('lockstep_commit', '{"user_id":"feed-user","bundle_seq":7}')`);
+      const until = Date.now() + 2000;
+      while (!signals.includes(7) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(signals).toContain(7);
+    } finally {
+      await feed.close();
+    }
+  });
+});

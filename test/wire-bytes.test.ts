@@ -1,0 +1,37 @@
+/**
+ * Bytes as Lambda counts them (protocol §6): the measure the edge and the client use must equal
+ * the UTF-8 length of JSON.stringify exactly, for every string (escapes, control characters,
+ * astral characters, lone surrogates), without building the escaped copy.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { jsonStringBytes, serializedBytesWithBody, serializedOver } from '../core/protocol/wire-bytes.js';
+
+const exact = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), 'utf8');
+
+describe('wire bytes', () => {
+  it('jsonStringBytes equals the bytes of JSON.stringify for any string', () => {
+    const unit = fc.oneof(
+      fc.constantFrom('"', '\\', '\n', '\t', '\b', '\f', '\r', '\u0000', '\u001f', '\u007f', 'é', '€', '😀', '\ud800', '\udfff', 'a'),
+      fc.string({ unit: 'binary' }),
+    );
+    fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { numRuns: 400 });
+  });
+
+  it('an event with a body measures like the whole event serialized', () => {
+    const event = { version: '2.0', routeKey: 'POST /x', headers: { a: 'b"c' }, body: JSON.stringify({ rows: [{ title: 'say "hi" \\ ' }] }) };
+    expect(serializedBytesWithBody(event)).toBe(exact(event));
+    const empty: { statusCode: number; body?: string } = { statusCode: 204 };
+    expect(serializedBytesWithBody(empty)).toBe(exact(empty));
+  });
+
+  it('a quote-heavy JSON body almost doubles inside the event: the raw body fits the limit, the event does not', () => {
+    const body = JSON.stringify({ rows: Array.from({ length: 200 }, () => ({ title: '"'.repeat(100) })) });
+    const event = { body };
+    const limit = Math.floor(Buffer.byteLength(body) * 1.5);
+    expect(Buffer.byteLength(body)).toBeLessThan(limit);
+    expect(serializedOver(event, limit)).toBe(true);
+    expect(serializedOver(event, serializedBytesWithBody(event))).toBe(false);
+    expect(serializedOver(event, serializedBytesWithBody(event) - 1)).toBe(true);
+  });
+});
