@@ -270,7 +270,7 @@ export interface LoopEnvironment {
 export interface StartOptions {
   /** Attach this user first when the database is not attached (retrying `retry_later`). */
   readonly userId?: string;
-  /** Quiet time after a local write before the sync (default 300 ms). */
+  /** Quiet time after a local write before the sync (default 25 ms: a sync in flight gathers the rest). */
   readonly debounceMs?: number;
   /** A sync at least this often while idle (default 60 s; 0: never). */
   readonly periodicMs?: number;

@@ -28,7 +28,13 @@ export interface LoopClient {
 /** Starts the configured wake source (null when watch mode is off); `afterNextSync` is the loop's. */
 export type StartWakeSource = (wake: () => void, afterNextSync: () => Promise<void>) => WakeSource | null;
 
-const DEFAULTS = { debounceMs: 300, periodicMs: 60_000, backoff: { baseMs: 1000, maxMs: 60_000 } } as const;
+/**
+ * The debounce only gathers writes that come in a burst (one handler's several statements): a sync
+ * in flight already gathers whatever is written meanwhile into the next one, so a longer quiet
+ * period would only hold every write back from the other devices (bench/propagation.ts: 300 ms of
+ * debounce were 90 % of a write's way to another device).
+ */
+const DEFAULTS = { debounceMs: 25, periodicMs: 60_000, backoff: { baseMs: 1000, maxMs: 60_000 } } as const;
 const noop = () => undefined;
 
 /** The global scope's network and visibility signals (a window or a worker); quiet under Node. */

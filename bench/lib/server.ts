@@ -15,6 +15,8 @@ import { loadConfig } from '../../core/config.js';
 import { Db, createPool } from '../../core/db/index.js';
 import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, type Runtime } from '../../functions/index.js';
+import { THIS_BUILD } from '../../core/sync/index.js';
+import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { startGateway, type Gateway } from '../../dev/gateway.js';
 import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './schema.js';
 import { HttpClient, RoundTripLog } from './http-client.js';
@@ -57,7 +59,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startBenchServer(options: { readonly postgresFlags?: readonly string[] } = {}): Promise<BenchServer> {
+/**
+ * `feed`: the server keeps one LISTEN connection, as `npm start` does, so waiting long polls and
+ * WebSockets are woken by commits; without it long polls poll, as in Lambda.
+ */
+export async function startBenchServer(options: { readonly postgresFlags?: readonly string[]; readonly feed?: boolean } = {}): Promise<BenchServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-pg17-'));
   const port = await freePort();
   grantPostgresUserAccess(dataDir);
@@ -89,7 +95,8 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
     const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench' });
     const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
     await bootstrap(db, { tables: BENCH_TABLES });
-    const runtime = createRuntime(config, pool);
+    const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
+    const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
     const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET } });
     const roundTrips = new RoundTripLog();
     const version = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
@@ -104,6 +111,7 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
       client: (userId, sourceId) => new HttpClient(gateway.url, userId, sourceId ?? `src-${userId}`, BENCH_JWT_SECRET, roundTrips),
       close: async () => {
         await gateway.close();
+        await feed?.close();
         await pool.end();
         await admin.end();
         await stopPostgres();

@@ -9,7 +9,7 @@
  * directly, one prepared INSERT in one transaction, through the same SQLite port the client uses.
  */
 import { SignJWT } from 'jose';
-import { type SyncClient } from '../../client-web/api.js';
+import { type ClientConfig, type SyncClient } from '../../client-web/api.js';
 import { openClient } from '../../client-web/client.js';
 import { openNodeSqlite } from '../../client-web/sqlite/node.js';
 import { type SqlValue, type SqliteDb } from '../../client-web/sqlite/port.js';
@@ -97,7 +97,7 @@ function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolea
  * With `timings`, every statement the client runs is timed (profile-client.ts); with
  * `compression: false` it asks for uncompressed answers.
  */
-export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings, options: { compression?: boolean } = {}): Promise<BenchDevice> {
+export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings, options: { compression?: boolean; config?: Partial<ClientConfig> } = {}): Promise<BenchDevice> {
   const token = new SignJWT({ sub: userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(BENCH_JWT_SECRET));
   const raw = await openNodeSqlite();
   const db = timings ? timedDb(raw, timings) : raw;
@@ -110,6 +110,7 @@ export async function openBenchDevice(server: BenchServer, userId: string, timin
     tables: [{ schema: 'bench', table: 'notes' }],
     retry: NO_RETRY,
     fetch: meteredFetch(server, http, options.compression ?? true),
+    ...options.config,
   });
   http.reset();
   return { client, db, http, close: () => client.close() };
