@@ -1,8 +1,8 @@
 /**
  * Issue 15, "done when": another user's pull stays fast (goal p99 under 500 ms) while one user
  * attacks with push sessions (opening as many as it can and staging bytes into them), snapshot
- * sessions (a copy of all its rows each), and locks (its state row held while it commits from
- * many devices). Real HTTP through the local gateway, real PostgreSQL, the default limits: the
+ * sessions (a copy of all its rows each), locks (its state row held while it commits from
+ * many devices), and abandoned long polls (opened and walked away from, hundreds of them). Real HTTP through the local gateway, real PostgreSQL, the default limits: the
  * per-user caps answer the attacker 429, the lock bound 503, and its share of the pool keeps the
  * rest for the others. Each attack runs for ATTACK_SECONDS while the victim pulls in a loop.
  */
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../core/db/index.js';
 import { defaultLimits } from '../core/limits.js';
 import { runMaintenance, serverWrite } from '../core/sync/index.js';
-import { startTestServer, type ApiAnswer, type ApiClient, type TestServer } from './support/server.js';
+import { signToken, startTestServer, type ApiAnswer, type ApiClient, type TestServer } from './support/server.js';
 import { initEmpty, list, pushOk, requestHash, uuid } from './support/write-helpers.js';
 
 const ATTACK_SECONDS = Number(process.env['ATTACK_SECONDS'] ?? 6);
@@ -129,5 +129,31 @@ describe('one user attacks, another pulls', () => {
       await admin.query('ROLLBACK');
       await admin.end();
     }
+  });
+
+  it('abandoned watches: the attacker opens long polls and walks away; each stops when its caller goes', async () => {
+    const token = await signToken('mallory');
+    let opened = 0;
+    const latencies = await underAttack('abandoned watches', async () => {
+      const gone = new AbortController();
+      const waiting = fetch(`${s.url}/sync/watch?after_bundle_seq=1000000&wait_seconds=25`, {
+        headers: { authorization: `Bearer ${token}`, 'sync-source-id': 'mallory-watch' },
+        signal: gone.signal,
+      }).catch(() => undefined);
+      opened++;
+      // Long enough for the server to be waiting on the feed for it, then gone.
+      await new Promise((r) => setTimeout(r, 50));
+      gone.abort();
+      await waiting;
+      return undefined;
+    });
+    expect(percentile(latencies, 99)).toBeLessThan(P99_LIMIT_MS);
+    expect(opened).toBeGreaterThan(100);
+    // Nothing keeps waiting (or querying) for the callers that left.
+    const feed = s.runtime.feed;
+    expect(feed).toBeDefined();
+    const deadline = Date.now() + 2000;
+    while ((feed?.size().subscribers ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(feed?.size().subscribers).toBe(0);
   });
 });
