@@ -3,7 +3,7 @@
  * is an outcome — committed, a conflict, or a rejection by a business constraint — or, when the
  * connection broke while it ran, `commit_outcome_unknown`.
  */
-import { sql } from '../../db/index.js';
+import { sql, type SqlFragment } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
 import { type CommitResponse, type Conflict } from '../../protocol/index.js';
 import { unwrap, rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE, type Actor, type SyncContext } from '../context.js';
@@ -35,49 +35,82 @@ function certainlyRolledBack(error: unknown): boolean {
 }
 
 /**
- * Best-effort sync key of the pushed row that broke a constraint, found after the fact on the
- * rejection path only (one extra round trip; the session's staged rows are still there).
- * PostgreSQL names the offending row only indirectly:
+ * How to find the sync key of the pushed row that broke a constraint, best effort, on the
+ * rejection path only (the session's staged rows are still there). PostgreSQL names the
+ * offending row only indirectly:
  * - unique and foreign-key violations: `Key (cols)=(vals) already exists | is not present …` —
  *   the key itself when those columns are the sync key, else the first staged row of that table
  *   whose payload carries those values;
  * - check and not-null violations: `Failing row contains (v1, v2, …)` — the first staged row of
  *   that table whose key appears as one of the listed values.
- * Data exceptions (22xxx) carry no table, so their key stays null.
+ * Data exceptions (22xxx) carry no table, so their key stays null. A lookup that needs the staged
+ * rows is a query (one row, column `key`), run in the same statement that notes the rejection.
  */
-async function violationKey(ctx: SyncContext, pushId: string, schema: string | null, table: string | null, detail: unknown): Promise<Record<string, string> | null> {
-  if (typeof detail !== 'string' || !schema || !table) return null;
+type KeyLookup = { readonly known: Record<string, string> | null } | { readonly keyColumn: string; readonly query: SqlFragment };
+
+function violationKey(ctx: SyncContext, pushId: string, schema: string | null, table: string | null, detail: unknown): KeyLookup {
+  if (typeof detail !== 'string' || !schema || !table) return { known: null };
   const entry = ctx.catalog.byName(schema, table);
-  if (!entry) return null;
+  if (!entry) return { known: null };
   const keyed = /^Key \((.+?)\)=\((.*)\) (?:already exists|is not present in table)/s.exec(detail);
   if (keyed) {
     const columns = (keyed[1] as string).split(', ');
     const values = (keyed[2] as string).split(', ');
-    if (columns.length !== values.length) return null;
+    if (columns.length !== values.length) return { known: null };
     const visible = columns.map((c, i) => [c, values[i] as string] as const).filter(([c]) => c !== '_sync_scope_id');
-    if (visible.length === 1 && visible[0]?.[0] === entry.keyColumn) return { [entry.keyColumn]: visible[0][1] };
-    if (visible.length === 0) return null;
-    const [row] = await ctx.db.query<{ key: string }>(sql`
+    if (visible.length === 1 && visible[0]?.[0] === entry.keyColumn) return { known: { [entry.keyColumn]: visible[0][1] } };
+    if (visible.length === 0) return { known: null };
+    return {
+      keyColumn: entry.keyColumn,
+      query: sql`
       SELECT sync.key_text(c.key_kind, p.key_bytes) AS key
         FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
        WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
          AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(visible))}::jsonb) v
                           WHERE (p.payload->>v.key) IS DISTINCT FROM v.value)
-       ORDER BY p.row_ordinal LIMIT 1`);
-    return row ? { [entry.keyColumn]: row.key } : null;
+       ORDER BY p.row_ordinal LIMIT 1`,
+    };
   }
   const failing = /^Failing row contains \((.*)\)\.?$/s.exec(detail);
   if (failing) {
     const tuple = `, ${failing[1] as string},`;
-    const [row] = await ctx.db.query<{ key: string }>(sql`
+    return {
+      keyColumn: entry.keyColumn,
+      query: sql`
       SELECT k.key FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
        CROSS JOIN LATERAL (SELECT sync.key_text(c.key_kind, p.key_bytes) AS key) k
        WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
          AND strpos(${tuple}, ', ' || k.key || ',') > 0
-       ORDER BY p.row_ordinal LIMIT 1`);
-    return row ? { [entry.keyColumn]: row.key } : null;
+       ORDER BY p.row_ordinal LIMIT 1`,
+    };
   }
-  return null;
+  return { known: null };
+}
+
+/**
+ * The rejected row's key and the operator's note of the rejection (protocol §5.8), in one
+ * statement when the key needs the staged rows: the rejection path stays at two round trips.
+ * The note is best effort: when it fails (a layout before operator status), the key is looked up
+ * alone.
+ */
+async function rejectionKey(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Record<string, string> | null> {
+  const lookup = violationKey(ctx, pushId, violation.schema, violation.table, detail);
+  if ('known' in lookup) {
+    await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message, violation: { ...violation, key: lookup.known } });
+    return lookup.known;
+  }
+  const note = JSON.stringify({ push_id: pushId, message, violation });
+  try {
+    const [row] = await ctx.db.query<{ key: string | null }>(sql`
+      WITH k AS (${lookup.query})
+      SELECT (SELECT key FROM k) AS key,
+             sync.note_outcome(${actor.userId}, ${actor.sourceId}, 'rejection', ${note}::jsonb || jsonb_build_object('violation',
+               (${note}::jsonb -> 'violation') || jsonb_build_object('key', (SELECT jsonb_build_object(${lookup.keyColumn}::text, key) FROM k)))) AS noted`);
+    return row?.key ? { [lookup.keyColumn]: row.key } : null;
+  } catch {
+    const [row] = await ctx.db.query<{ key: string }>(lookup.query);
+    return row ? { [lookup.keyColumn]: row.key } : null;
+  }
 }
 
 export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string): Promise<CommitOutcome> {
@@ -113,10 +146,9 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   }
   if (body['error'] === 'push_rejected') {
     const v = body['violation'] as Omit<Violation, 'key'>;
-    const key = await violationKey(ctx, pushId, v.schema, v.table, body['_detail']);
-    const outcome = { kind: 'rejected', message: String(body['message']), violation: { ...v, key } } as const;
-    await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message: outcome.message, violation: outcome.violation });
-    return outcome;
+    const message = String(body['message']);
+    const key = await rejectionKey(ctx, actor, pushId, message, v, body['_detail']);
+    return { kind: 'rejected', message, violation: { ...v, key } };
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
