@@ -6,5 +6,7 @@ export async function handler(_event?: unknown, context?: { getRemainingTimeInMi
   const runtime = await runtimeFromEnv();
   // Leave a safety margin under the function timeout.
   const budgetMs = Math.max(1000, (context?.getRemainingTimeInMillis?.() ?? 60_000) - 10_000);
-  return runMaintenance(runtime.db.forRequest(), runtime.config.limits, budgetMs);
+  const totals = await runMaintenance(runtime.db.forRequest(), runtime.config.limits, budgetMs);
+  runtime.telemetry.log('info', 'maintenance', { ...totals });
+  return totals;
 }

@@ -29,13 +29,17 @@ export const routes: readonly Route[] = [
       switch (outcome.kind) {
         case 'committed':
           ctx.committed(ctx.actor.userId);
+          ctx.count('Commits');
+          ctx.count('CommittedRows', outcome.answer.row_count);
           return { status: 200, body: outcome.answer };
         case 'conflict':
+          ctx.count('Conflicts');
           return {
             status: 409,
             body: { error: 'push_conflict', message: outcome.message, conflict: outcome.conflict, conflicts: outcome.conflicts, conflict_count: outcome.conflictCount },
           };
         case 'rejected':
+          ctx.count('Rejections');
           return { status: 422, body: { error: 'push_rejected', message: outcome.message, violation: outcome.violation } };
       }
     },

@@ -16,6 +16,7 @@ import { errorAnswer } from './edge/http.js';
 import { isStorableUserId } from './edge/request.js';
 import { tokenVerifier, type TokenVerifier } from './edge/jwt.js';
 import { runtimeFromEnv, type Runtime } from './edge/runtime.js';
+import { consoleTelemetry } from './edge/telemetry.js';
 
 /** The fields of API Gateway's WebSocket event this handler reads. */
 export interface WsEvent {
@@ -30,12 +31,14 @@ export interface WsResult {
   readonly body?: string;
 }
 
-export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFromEnv): (event: WsEvent) => Promise<WsResult> {
+export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFromEnv): (event: WsEvent, context?: object) => Promise<WsResult> {
   let verifier: TokenVerifier | null | undefined;
-  return async (event) => {
+  return async (event, context) => {
+    const started = Date.now();
     let runtime: Runtime | undefined;
     try {
       runtime = await getRuntime();
+      runtime.telemetry.begin(context);
       const db = runtime.db.forRequest();
       const { routeKey, connectionId } = event.requestContext;
       if (routeKey === '$disconnect') {
@@ -58,6 +61,8 @@ export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFrom
       return { statusCode: 200 };
     } catch (error) {
       const answer = errorAnswer(error, runtime?.config.limits.unavailableRetryAfterSeconds);
+      const code = (answer.body as { error?: string } | undefined)?.error;
+      (runtime?.telemetry ?? consoleTelemetry).finish({ route: event.requestContext.routeKey, status: answer.status, error: code, roundTrips: 0, durationMs: Date.now() - started }, error);
       return { statusCode: answer.status, body: JSON.stringify(answer.body) };
     }
   };

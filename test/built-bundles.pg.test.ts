@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUNDLE_BYTES_MAX, INIT_MS_MAX, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
+import { BUNDLE_BYTES_MAX, INIT_MS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
 import { APP_TABLES } from './support/schemas.js';
@@ -29,8 +29,37 @@ interface Answer {
 interface Outcome {
   importMs: number;
   steps: Array<{ answer: Answer; backends?: number[] }>;
+  /** The JSON lines the bundle wrote besides the result: its logs and EMF metrics. */
+  lines: Array<Record<string, any>>;
 }
-type Step = { event: unknown } | { args?: unknown[]; remainingMs?: number };
+type Step = { event: unknown; context?: unknown } | { args?: unknown[]; remainingMs?: number };
+
+/** What Lambda passes a handler besides the event: Powertools reads these into every log line. */
+function lambdaContext(requestId: string, name: string): unknown {
+  return {
+    awsRequestId: requestId,
+    functionName: `lockstep-${name}`,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:us-east-1:123456789012:function:lockstep-${name}`,
+    memoryLimitInMB: '512',
+    logGroupName: `/aws/lambda/lockstep-${name}`,
+    logStreamName: 'stream',
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: () => 28_000,
+  };
+}
+
+/** The EMF documents among a bundle's lines: metric name → value, with their dimensions. */
+function emfMetrics(lines: ReadonlyArray<Record<string, any>>): Array<{ dims: Record<string, string>; values: Record<string, number> }> {
+  return lines
+    .filter((l) => l['_aws']?.CloudWatchMetrics)
+    .map((l) => {
+      const directive = l['_aws'].CloudWatchMetrics[0];
+      const names: string[] = directive.Metrics.map((m: { Name: string }) => m.Name);
+      const dims = Object.fromEntries((directive.Dimensions[0] as string[]).map((d) => [d, String(l[d])]));
+      return { dims, values: Object.fromEntries(names.map((n) => [n, Number(l[n])])) };
+    });
+}
 
 /** An API Gateway HTTP API payload v2 event, as the JWT authorizer hands it to the function. */
 function httpEvent(method: string, pathAndQuery: string, options: { sub?: string; body?: unknown; source?: string } = {}): unknown {
@@ -94,6 +123,7 @@ describe('built bundles', () => {
     const env: Record<string, string> = {
       PATH: process.env['PATH'] ?? '',
       AWS_LAMBDA_FUNCTION_NAME: `lockstep-${name}`,
+      AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
       DATABASE_URL: url.toString(),
       SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(','),
       SYNC_APP_NAME: 'lockstep-bundle-test',
@@ -112,6 +142,8 @@ describe('built bundles', () => {
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     if (code !== 0 || !line) throw new Error(`${name} bundle process exited ${code}\n${stdout}\n${stderr}`);
     const outcome = JSON.parse(line.slice('RESULT '.length)) as Outcome;
+    // Lambda sends both streams to CloudWatch Logs; Powertools writes warnings and errors to stderr.
+    outcome.lines = `${stdout}\n${stderr}`.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
     // `npm run build` enforces the strict init budget on an idle machine; under a loaded test run
     // this only catches gross regressions (say, work or I/O at import time).
     expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_MAX * 5);
@@ -200,6 +232,81 @@ describe('built bundles', () => {
     expect(cold?.statusCode, JSON.stringify(cold)).toBe(200);
     expect(cold?.headers?.['x-lockstep-round-trips']).toBe('1');
     expect(warm?.headers?.['x-lockstep-round-trips']).toBe('0');
+  });
+
+  it('logs JSON lines with the request id and publishes EMF metrics: commits, rows, conflicts, 503s by reason; a 500 logs its stack through the source maps (issue 17 item 6)', async () => {
+    const listId = '33333333-3333-4333-8333-333333333333';
+    const otherId = '55555555-5555-4555-8555-555555555555';
+    const ghost = '44444444-4444-4444-8444-444444444444';
+    const ctx = (n: number) => lambdaContext(`aws-req-${n}`, 'push');
+    for (const source of ['src-1', 'src-2']) {
+      const connected = await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: 'olga', source, body: { has_local_pending_rows: false } }) }]);
+      expect(connected.steps[0]?.answer.statusCode, JSON.stringify(connected.steps[0]?.answer)).toBe(200);
+    }
+    const first = await invoke('push', [
+      { event: httpEvent('POST', '/sync/push-sessions', { sub: 'olga', body: { source_bundle_id: 1, planned_row_count: 2 } }), context: ctx(1) },
+    ]);
+    expect(first.steps[0]?.answer.statusCode, JSON.stringify(first.steps[0]?.answer)).toBe(200);
+    const pushId = first.steps[0]?.answer.json.push_id as string;
+    const second = await invoke('push', [
+      { event: httpEvent('POST', '/sync/push-sessions', { sub: 'olga', source: 'src-2', body: { source_bundle_id: 1, planned_row_count: 1 } }), context: ctx(2) },
+    ]);
+    const conflictId = second.steps[0]?.answer.json.push_id as string;
+    const rows = [listId, otherId].map((id, i) => ({ schema: 'app', table: 'lists', key: { id }, op: 'INSERT', base_row_version: 0, payload: { id, title: `t${i}`, position: i } }));
+    const out = await invoke('push', [
+      { event: httpEvent('POST', `/sync/push-sessions/${pushId}/chunks`, { sub: 'olga', body: { start_row_ordinal: 0, rows } }), context: ctx(3) },
+      { event: httpEvent('POST', `/sync/push-sessions/${pushId}/commit`, { sub: 'olga' }), context: ctx(4) },
+      {
+        event: httpEvent('POST', `/sync/push-sessions/${conflictId}/chunks`, {
+          sub: 'olga',
+          source: 'src-2',
+          // An update of a row that does not exist, from a base version that cannot match.
+          body: { start_row_ordinal: 0, rows: [{ schema: 'app', table: 'lists', key: { id: ghost }, op: 'UPDATE', base_row_version: 7, payload: { id: ghost, title: 'ghost' } }] },
+        }),
+        context: ctx(5),
+      },
+      { event: httpEvent('POST', `/sync/push-sessions/${conflictId}/commit`, { sub: 'olga', source: 'src-2' }), context: ctx(6) },
+    ]);
+    expect(out.steps.map((s) => s.answer.statusCode), JSON.stringify(out.steps.map((s) => s.answer.json))).toEqual([200, 200, 200, 409]);
+    const metrics = emfMetrics(out.lines);
+    const service = { service: 'lockstep' };
+    expect(metrics).toContainEqual({ dims: service, values: { Commits: 1, CommittedRows: 2 } });
+    expect(metrics).toContainEqual({ dims: service, values: { Conflicts: 1 } });
+    expect(metrics.filter((m) => 'ColdStart' in m.values)).toHaveLength(1);
+    for (const l of out.lines.filter((line) => line['_aws'])) expect(l['_aws'].CloudWatchMetrics[0].Namespace).toBe('Lockstep');
+    // Successes log nothing at the default level; the conflict logs one line with its request id.
+    const requestLines = out.lines.filter((l) => l['event'] === 'request');
+    expect(requestLines).toHaveLength(1);
+    expect(requestLines[0]).toMatchObject({
+      level: 'INFO',
+      function_request_id: 'aws-req-6',
+      function_name: 'lockstep-push',
+      route: 'POST /sync/push-sessions/{push_id}/commit',
+      status: 409,
+      error_code: 'push_conflict',
+      user_id: 'olga',
+    });
+    expect(requestLines[0]?.['round_trips']).toBeGreaterThan(0);
+
+    // The database refuses connections: 503 counted under its reason, logged as a warning.
+    const closed = new URL(t.url);
+    closed.port = '1';
+    const down = await invoke('meta', [{ event: httpEvent('GET', '/sync/capabilities', { sub: 'olga' }), context: lambdaContext('aws-req-7', 'meta') }], {
+      env: { DATABASE_URL: closed.toString() },
+    });
+    expect(down.steps[0]?.answer.statusCode).toBe(503);
+    expect(emfMetrics(down.lines)).toContainEqual({ dims: { ...service, reason: 'database' }, values: { Unavailable: 1 } });
+    expect(down.lines.find((l) => l['event'] === 'request')).toMatchObject({ level: 'WARN', function_request_id: 'aws-req-7', status: 503, error_code: 'service_unavailable' });
+
+    // A defect (here an event without requestContext.http): 500, its stack in the log names the
+    // TypeScript source, read through the shipped map as NODE_OPTIONS tells node to.
+    const broken = { ...(httpEvent('GET', '/syncx/health') as Record<string, unknown>), requestContext: {} };
+    const crash = await invoke('meta', [{ event: broken, context: lambdaContext('aws-req-8', 'meta') }], { env: { NODE_OPTIONS: LAMBDA_NODE_OPTIONS } });
+    expect(crash.steps[0]?.answer.statusCode).toBe(500);
+    expect(emfMetrics(crash.lines)).toContainEqual({ dims: service, values: { InternalErrors: 1 } });
+    const failure = crash.lines.find((l) => l['event'] === 'request');
+    expect(failure).toMatchObject({ level: 'ERROR', function_request_id: 'aws-req-8', status: 500, error_code: 'internal_error' });
+    expect(failure?.['error']?.stack).toMatch(/functions\/edge\/request\.ts:\d+:\d+/);
   });
 
   it('routes behind a named stage and a custom-domain base path (routeKey, not rawPath)', async () => {

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import YAML, { type CollectionTag, type ScalarTag, type Tags } from 'yaml';
 import { functionRoutes, type Route } from '../functions/index.js';
 import { API_GATEWAY_TIMEOUT_MS, defaultLimits, limitProblems } from '../core/limits.js';
-import { FUNCTION_NAMES, ROOT } from '../infra/build.js';
+import { FUNCTION_NAMES, LAMBDA_NODE_OPTIONS, ROOT } from '../infra/build.js';
 import { missing } from './support/prerequisites.js';
 
 const TEMPLATE = join(ROOT, 'infra', 'template.yaml');
@@ -33,6 +33,7 @@ interface Resource {
 interface Template {
   Transform: string;
   Globals: { Function: Record<string, any> };
+  Parameters: Record<string, Record<string, unknown>>;
   Resources: Record<string, Resource>;
 }
 
@@ -243,6 +244,25 @@ describe('infra/template.yaml', () => {
     const api = template.Resources['SyncApi']?.Properties ?? {};
     expect(api['AccessLogSettings'].DestinationArn).toEqual({ 'Fn::GetAtt': ['ApiAccessLogGroup', 'Arn'] });
     expect(api['DefaultRouteSettings']).toEqual({ ThrottlingRateLimit: { Ref: 'ThrottleRateLimit' }, ThrottlingBurstLimit: { Ref: 'ThrottleBurstLimit' } });
+  });
+
+  it('ships source maps, structured logs, metrics and optional tracing to every function (issue 17 item 6)', () => {
+    const globals = template.Globals.Function;
+    // The init budget of infra/build.ts is measured with the same options.
+    expect(globals['Environment'].Variables['NODE_OPTIONS']).toBe(LAMBDA_NODE_OPTIONS);
+    expect(globals['Environment'].Variables['POWERTOOLS_METRICS_NAMESPACE']).toBe('Lockstep');
+    expect(globals['Environment'].Variables['POWERTOOLS_LOG_LEVEL']).toEqual({ Ref: 'LogLevel' });
+    expect(globals['Tracing']).toEqual({ Ref: 'Tracing' });
+    expect(template.Parameters['Tracing']?.['Default']).toBe('PassThrough');
+    for (const [name, { props }] of functionsByName()) {
+      expect(props['Environment']?.Variables?.['NODE_OPTIONS'], name).toBeUndefined();
+      expect(props['Tracing'], name).toBeUndefined();
+    }
+    // Writing traces is granted only with tracing on.
+    for (const id of ['FunctionRole', 'PushFunctionRole']) {
+      const traces = (template.Resources[id]?.Properties?.['Policies'] as any[]).find((p) => JSON.stringify(p).includes('xray:PutTraceSegments'));
+      expect(traces?.['Fn::If']?.[0], id).toBe('TraceActively');
+    }
   });
 
   it.skipIf(missing('cfn-lint'))('passes cfn-lint (SAM transform included)', () => {

@@ -5,6 +5,7 @@
  */
 import { type Config } from '../../core/config.js';
 import { createPool, type PoolLike } from '../../core/db/index.js';
+import { logEvent } from '../../core/log.js';
 import { databaseSecretFromEnv, SecretPool, type DatabaseSecret } from '../../core/db/secret.js';
 
 export interface Database {
@@ -15,7 +16,7 @@ export interface Database {
 
 export async function openDatabase(config: Config, max: number, env: Record<string, string | undefined> = process.env): Promise<Database> {
   const secret = databaseSecretFromEnv(env, config.limits.secretRefreshSeconds * 1000, ({ changed, reason }) =>
-    console.log(JSON.stringify({ level: 'info', event: 'database_secret_read', reason, password_changed: changed })));
+    logEvent('info', 'database_secret_read', { reason, password_changed: changed }));
   const open = (connectionString: string) => createPool({
     connectionString,
     max,
@@ -40,5 +41,5 @@ export function noteDatabaseError(error: unknown, secret: DatabaseSecret | undef
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || !code.startsWith('28')) return;
   secret?.authenticationFailed();
-  console.error(JSON.stringify({ level: 'error', event: 'database_authentication_failed', code, secret: secret ? 'reread' : 'none' }));
+  logEvent('error', 'database_authentication_failed', { code, secret: secret ? 'reread' : 'none' });
 }

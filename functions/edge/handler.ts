@@ -10,6 +10,7 @@ import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
+import { consoleTelemetry, type MetricName, type Telemetry } from './telemetry.js';
 
 export interface RouteContext {
   readonly runtime: Runtime;
@@ -26,6 +27,8 @@ export interface RouteContext {
    * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
    */
   committed(userId: string): void;
+  /** Counts a metric of this request (published when it finishes; Lambda only). */
+  count(metric: MetricName, value?: number): void;
 }
 
 export interface Route {
@@ -126,28 +129,47 @@ async function notifyCommitted(runtime: Runtime, db: Db, userId: string): Promis
     if ((await runtime.catalog(db)).layoutVersion < NOTIFY_LAYOUT_VERSION) return;
     await runtime.notifier.committed(db, userId);
   } catch (error) {
-    console.error(JSON.stringify({ level: 'error', event: 'notification_failed', message: (error as Error).message }));
+    runtime.telemetry.count('NotificationFailures');
+    runtime.telemetry.log('error', 'notification_failed', { message: (error as Error).message });
   }
+}
+
+/** What an answer tells the operators: its error code, a 503's reason, and the metrics of a failure. */
+function finishRequest(telemetry: Telemetry, started: number, route: string, answer: EdgeAnswer, roundTrips: number, userId: string, error?: unknown): void {
+  const body = (answer.body ?? {}) as { error?: unknown; reason?: unknown };
+  const code = typeof body.error === 'string' ? body.error : undefined;
+  let reason: string | undefined;
+  if (answer.status === 503) {
+    reason = typeof body.reason === 'string' ? body.reason : code === 'service_unavailable' ? 'database' : code;
+    telemetry.count('Unavailable', 1, reason);
+    if (code === 'commit_outcome_unknown') telemetry.count('CommitOutcomeUnknown');
+  } else if (answer.status >= 500) telemetry.count('InternalErrors');
+  telemetry.finish({ route, status: answer.status, error: code, reason, roundTrips, durationMs: Date.now() - started, userId: userId || undefined }, error);
 }
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
 
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
   return async (event, context) => {
+    const started = Date.now();
     let db: Db | undefined;
     let retryAfterSeconds: number | undefined;
     let runtime: Runtime | undefined;
+    let routeName = 'unrouted';
+    let actor = NO_ACTOR;
     try {
       runtime = await getRuntime();
+      runtime.telemetry.begin(context);
       const { limits } = runtime.config;
       retryAfterSeconds = limits.unavailableRetryAfterSeconds;
       const deadline = requestDeadline(limits, context);
       db = runtime.db.forRequest({ deadline });
       const base = readRequest(event, limits.maxRequestBytes);
       const { route, params } = findRoute(routes, event.routeKey, base.method, base.path);
+      routeName = `${route.method} ${route.path}`;
       const request: EdgeRequest = { ...base, params };
       if (route.auth === 'operator') requireOperator(request);
-      const actor = route.auth === true ? actorOf(request, runtime.config.userIdClaim) : NO_ACTOR;
+      if (route.auth === true) actor = actorOf(request, runtime.config.userIdClaim);
       // An authenticated request waits on the database within its user's share of the pool.
       if (route.auth === true) db = runtime.db.forRequest({ owner: actor.userId, deadline });
       const requestDb = db;
@@ -160,18 +182,23 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
         signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
         committed: (userId) => void committedUsers.add(userId),
+        count: (metric, value) => rt.telemetry.count(metric, value),
       };
       const committedUsers = new Set<string>();
       const answer = await route.run(request, ctx);
       for (const userId of committedUsers) await notifyCommitted(rt, requestDb, userId);
       // The database answered this request: record what an outage kept from it (rarely anything).
       if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
+      finishRequest(rt.telemetry, started, routeName, answer, requestDb.roundTrips.count, actor.userId);
       return toHttp(answer, requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
       runtime?.noteError(error);
-      return toHttp(errorAnswer(error, retryAfterSeconds), db?.roundTrips.count ?? 0);
+      const answer = errorAnswer(error, retryAfterSeconds);
+      const roundTrips = db?.roundTrips.count ?? 0;
+      finishRequest(runtime?.telemetry ?? consoleTelemetry, started, routeName, answer, roundTrips, actor.userId, error);
+      return toHttp(answer, roundTrips);
     }
   };
 }

@@ -123,6 +123,6 @@ export function errorAnswer(error: unknown, retryAfterSeconds: number = defaultL
       headers: { 'retry-after': String(retryAfterSeconds) },
     };
   }
-  console.error('lockstep internal error', error);
+  // The caller logs it with its stack (functions/edge/telemetry.ts).
   return { status: errorRegistry.internal_error.status, body: { error: 'internal_error', message: 'internal error' } };
 }

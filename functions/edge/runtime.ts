@@ -9,6 +9,8 @@ import { noteDatabaseError, openDatabase } from './database.js';
 import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
 import { type CommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { type CommitNotifier } from '../../core/sync/notify/connections.js';
+import { setLogSink } from '../../core/log.js';
+import { consoleTelemetry, powertoolsTelemetry, type Telemetry } from './telemetry.js';
 import { lambdaCredentials, managementApiNotifier } from './ws-notifier.js';
 
 export interface Runtime {
@@ -34,6 +36,8 @@ export interface Runtime {
   readonly feed: CommitFeed | undefined;
   /** Posts a user's commits to their WebSocket connections (AWS); absent locally, where the feed does it. */
   readonly notifier: CommitNotifier | undefined;
+  /** Logs and metrics: Powertools in Lambda, the console elsewhere. */
+  readonly telemetry: Telemetry;
 }
 
 /** What a runtime may be given besides its pool. */
@@ -42,6 +46,7 @@ export interface RuntimeServices {
   readonly notifier?: CommitNotifier | undefined;
   /** The Secrets Manager source of the credentials, when they come from one. */
   readonly secret?: DatabaseSecret | undefined;
+  readonly telemetry?: Telemetry | undefined;
 }
 
 /**
@@ -66,6 +71,7 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
     pending: new PendingCounters(),
     feed: services.feed,
     notifier: services.notifier,
+    telemetry: services.telemetry ?? consoleTelemetry,
     catalog(via: Queryable = db) {
       if (cached && Date.now() - loadedAt > config.limits.catalogRefreshSeconds * 1000) cached = undefined;
       if (!cached) {
@@ -91,6 +97,9 @@ let fromEnv: Promise<Runtime> | undefined;
 /** The runtime Lambda handlers use: configuration from the environment, created on first use. */
 export function runtimeFromEnv(): Promise<Runtime> {
   fromEnv ??= (async () => {
+    // Every line from here on, the core's included, is structured and carries the request id.
+    const telemetry = powertoolsTelemetry();
+    setLogSink(telemetry.log);
     const config = loadConfig();
     const { pool, secret } = await openDatabase(config, config.dbPoolMax);
     // In AWS the WebSocket API's management endpoint, when deployed, gets every commit's notice.
@@ -102,7 +111,7 @@ export function runtimeFromEnv(): Promise<Runtime> {
           timeoutMs: config.limits.notifyTimeoutMs,
         })
       : undefined;
-    return createRuntime(config, pool, THIS_BUILD, { secret, notifier });
+    return createRuntime(config, pool, THIS_BUILD, { secret, notifier, telemetry });
   })().catch((error: unknown) => {
     fromEnv = undefined;
     throw error;

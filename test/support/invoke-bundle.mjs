@@ -3,7 +3,8 @@
 // after each step records which server backends serve the bundle's pool (pg_stat_activity rows
 // with the bundle's application_name). Prints one line: RESULT <json>.
 //
-// argv[2]: {bundle, steps: [{event} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// argv[2]: {bundle, steps: [{event, context?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// Whatever else the bundle writes to stdout (its structured logs and metrics) is left for the test.
 import { pathToFileURL } from 'node:url';
 
 const plan = JSON.parse(process.argv[2] ?? '{}');
@@ -31,7 +32,7 @@ const steps = [];
 for (const step of plan.steps) {
   let answer;
   if (step.event) {
-    answer = await mod.handler(step.event);
+    answer = await mod.handler(step.event, step.context);
   } else {
     const context = step.remainingMs === undefined ? undefined : { getRemainingTimeInMillis: () => step.remainingMs };
     answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));

@@ -5,6 +5,7 @@
  */
 import { sql, type SqlFragment } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
+import { logEvent } from '../../log.js';
 import { type CommitResponse, type Conflict } from '../../protocol/index.js';
 import { unwrap, rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE, type Actor, type SyncContext } from '../context.js';
 import { noteOutcome } from '../status/user-status.js';
@@ -127,7 +128,7 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     // Counted even when the database is unreachable now: kept by the runtime until it answers.
     await ctx.db.query(sql`SELECT sync.count('commit_outcome_unknown', 1)`).catch(() => {
       ctx.pending.add('commit_outcome_unknown');
-      console.warn(JSON.stringify({ level: 'warn', event: 'commit_outcome_unknown', recorded: false, push_id: pushId }));
+      logEvent('warn', 'commit_outcome_unknown', { recorded: false, push_id: pushId });
     });
     throw new SyncError('commit_outcome_unknown',
       'the connection failed while the commit was in flight; retry from push-session create with the same source_bundle_id and request_hash');

@@ -4,6 +4,7 @@
  */
 import { sql, type Queryable } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
+import { logEvent } from '../../log.js';
 import { type Actor, type SyncContext } from '../context.js';
 
 /** Sources listed in one status answer, newest first (`source_count` says how many there are). */
@@ -36,6 +37,6 @@ export async function noteOutcome(ctx: SyncContext, actor: Actor, kind: 'conflic
   try {
     await ctx.db.query(sql`SELECT sync.note_outcome(${actor.userId}, ${actor.sourceId}, ${kind}, ${JSON.stringify(detail)}::jsonb)`);
   } catch (error) {
-    console.warn(JSON.stringify({ level: 'warn', event: 'note_outcome_failed', kind, code: (error as { code?: unknown }).code ?? null }));
+    logEvent('warn', 'note_outcome_failed', { kind, code: (error as { code?: unknown }).code ?? null });
   }
 }
