@@ -8,7 +8,7 @@
  * is not retried here is `commit_outcome_unknown`: the push protocol answers it by starting over
  * from session create with the frozen bundle (docs/protocol.md §10.2).
  */
-import { type z } from 'zod';
+import type * as z from 'zod/mini';
 import { isServerErrorCode, type ServerErrorCode, type TransportErrorCode } from './errors.js';
 
 export interface RetryPolicy {
@@ -72,7 +72,7 @@ export interface RequestOptions<T> {
   readonly body?: unknown;
   readonly query?: Readonly<Record<string, string | number | undefined>>;
   /** Validates the answer; a mismatch is `invalid_response`. */
-  readonly schema?: z.ZodType<T>;
+  readonly schema?: z.ZodMiniType<T>;
   readonly retry?: boolean;
   readonly signal?: AbortSignal;
 }

@@ -4,7 +4,8 @@
  * page), because apply checks every key and value against the local model anyway and raises
  * `protocol_violation` for anything the model does not expect.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import '../core/protocol/zod.js';
 import { CapabilitiesResponse, ColumnSpec, TableSpec } from '../core/protocol/meta.js';
 import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage } from '../core/protocol/read-path.js';
 import { type CommittedRow, type SnapshotRow } from '../core/protocol/rows.js';
@@ -21,23 +22,23 @@ function rowShape(r: unknown, committed: boolean): boolean {
   return (op === 'INSERT' || op === 'UPDATE') && isObject(r['payload']);
 }
 
-const committedRows = z.array(z.unknown()).refine((rows) => rows.every((r) => rowShape(r, true)), 'malformed committed row') as unknown as z.ZodType<CommittedRow[]>;
-const snapshotRows = z.array(z.unknown()).refine((rows) => rows.every((r) => rowShape(r, false)), 'malformed snapshot row') as unknown as z.ZodType<SnapshotRow[]>;
+const committedRows = z.array(z.unknown()).check(z.refine((rows) => rows.every((r) => rowShape(r, true)), 'malformed committed row')) as unknown as z.ZodMiniType<CommittedRow[]>;
+const snapshotRows = z.array(z.unknown()).check(z.refine((rows) => rows.every((r) => rowShape(r, false)), 'malformed snapshot row')) as unknown as z.ZodMiniType<SnapshotRow[]>;
 
-export const PullAnswer = PullResponse.extend({ bundles: z.array(PulledBundle.extend({ rows: committedRows })) });
-export const CommittedRowsAnswer = CommittedBundlePage.extend({ rows: committedRows });
-export const SnapshotAnswer = SnapshotPage.extend({ rows: snapshotRows });
+export const PullAnswer = z.extend(PullResponse, { bundles: z.array(z.extend(PulledBundle, { rows: committedRows })) });
+export const CommittedRowsAnswer = z.extend(CommittedBundlePage, { rows: committedRows });
+export const SnapshotAnswer = z.extend(SnapshotPage, { rows: snapshotRows });
 
 /**
  * A registered table spec with what the client can use beyond the protocol's fields when a server
  * publishes it: whether a column has a default (`has_default`), and where the table's foreign keys
  * point (`foreign_keys`). Both optional: without them local-schema.ts skips the checks they enable.
  */
-export const ClientTableSpec = TableSpec.extend({
-  columns: z.array(ColumnSpec.extend({ has_default: z.boolean().optional() })),
-  foreign_keys: z.array(z.looseObject({ references: z.looseObject({ schema: z.string(), table: z.string() }) })).optional(),
+export const ClientTableSpec = z.extend(TableSpec, {
+  columns: z.array(z.extend(ColumnSpec, { has_default: z.optional(z.boolean()) })),
+  foreign_keys: z.optional(z.array(z.looseObject({ references: z.looseObject({ schema: z.string(), table: z.string() }) }))),
 });
 export type ClientTableSpec = z.infer<typeof ClientTableSpec>;
 
-export const CapabilitiesAnswer = CapabilitiesResponse.extend({ registered_table_specs: z.array(ClientTableSpec) });
+export const CapabilitiesAnswer = z.extend(CapabilitiesResponse, { registered_table_specs: z.array(ClientTableSpec) });
 export type CapabilitiesAnswer = z.infer<typeof CapabilitiesAnswer>;

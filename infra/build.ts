@@ -43,26 +43,6 @@ const OPTIONAL_NATIVE = ['pg-native', 'bufferutil', 'utf-8-validate', 'cloudflar
 const BANNER = "import { createRequire as __lockstepCreateRequire } from 'node:module'; const require = __lockstepCreateRequire(import.meta.url);";
 
 /**
- * zod re-exports all of its ~45 message locales as `z.locales`, and the namespace import
- * `import { z } from 'zod'` keeps them all (over half of zod's bundled size). Nothing here calls
- * `z.config(z.locales.xx())`, so the bundle keeps English only (zod's default, imported directly
- * by its schemas) under the same export name.
- */
-const zodEnglishOnly: Plugin = {
-  name: 'zod-english-only',
-  setup(b) {
-    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
-      /[\\/]node_modules[\\/]zod[\\/]/.test(args.importer) ? { path: join(dirname(args.importer), '..', 'locales', 'index.js'), namespace: 'zod-locales' } : undefined,
-    );
-    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
-      contents: `export { default as en } from ${JSON.stringify(join(dirname(args.path), 'en.js'))};`,
-      resolveDir: dirname(args.path),
-      loader: 'js',
-    }));
-  },
-};
-
-/**
  * The managed SQL (`core/sync/<concept>/*.sql.ts`) reaches the bootstrap bundle as text, and its comments
  * and indentation are most of it. Each String.raw template is shipped normalized (comments out,
  * one space per run of whitespace: `normalizeSql`), the same text a function's identity hash is
@@ -159,7 +139,7 @@ export async function buildFunctions(outDir: string = join(ROOT, 'dist', 'functi
       legalComments: 'none',
       external: OPTIONAL_NATIVE,
       banner: { js: BANNER },
-      plugins: [zodEnglishOnly, compactManagedSql],
+      plugins: [compactManagedSql],
       metafile: true,
       logLevel: 'warning',
     });

@@ -20,7 +20,7 @@ import { connect as netConnect } from 'node:net';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type z } from 'zod';
+import type * as z from 'zod/mini';
 import { errorRegistry, isErrorCode } from '../core/errors.js';
 import { ChunkRequest, ConnectRequest, PushSessionCreateRequest, SnapshotCreateRequest, SOURCE_ID_PATTERN } from '../core/protocol/index.js';
 import { functionRoutes } from '../functions/index.js';
@@ -41,7 +41,7 @@ const ROUTES = Object.values(functionRoutes).flat();
 const routeKey = (r: { method: string; path: string }) => `${r.method} ${r.path}`;
 
 /** Body schemas of the routes that parse one; `optional` when an absent body means `{}`. */
-const BODY_SCHEMAS: Record<string, { schema: z.ZodType; optional: boolean } | undefined> = {
+const BODY_SCHEMAS: Record<string, { schema: z.ZodMiniType; optional: boolean } | undefined> = {
   'POST /sync/connect': { schema: ConnectRequest, optional: false },
   'POST /sync/push-sessions': { schema: PushSessionCreateRequest, optional: false },
   'POST /sync/push-sessions/{push_id}/chunks': { schema: ChunkRequest, optional: false },

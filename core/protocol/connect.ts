@@ -1,5 +1,6 @@
 /** POST /sync/connect (docs/protocol.md §5.1). */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 
 export const ConnectRequest = z.strictObject({ has_local_pending_rows: z.boolean() });
 export type ConnectRequest = z.infer<typeof ConnectRequest>;
@@ -9,8 +10,8 @@ export type Resolution = z.infer<typeof Resolution>;
 
 export const ConnectResponse = z.object({
   resolution: Resolution,
-  initialization_id: z.uuid().nullable(),
-  lease_expires_at: z.string().nullable(),
-  retry_after_seconds: z.number().int().positive().optional(),
+  initialization_id: z.nullable(z.uuid()),
+  lease_expires_at: z.nullable(z.string()),
+  retry_after_seconds: z.optional(z.int().check(z.positive())),
 });
 export type ConnectResponse = z.infer<typeof ConnectResponse>;

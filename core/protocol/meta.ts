@@ -1,5 +1,6 @@
 /** Capabilities, health, status and error bodies. */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 
 export const ColumnSpec = z.object({ name: z.string(), type: z.string(), nullable: z.boolean() });
 export type ColumnSpec = z.infer<typeof ColumnSpec>;
@@ -13,8 +14,8 @@ export const TableSpec = z.object({
 export type TableSpec = z.infer<typeof TableSpec>;
 
 export const CapabilitiesResponse = z.object({
-  protocol_version: z.number().int(),
-  schema_version: z.number().int(),
+  protocol_version: z.int(),
+  schema_version: z.int(),
   app_name: z.string(),
   registered_tables: z.array(z.string()),
   registered_table_specs: z.array(TableSpec),
@@ -28,35 +29,33 @@ export const Conflict = z.object({
   table: z.string(),
   key: z.record(z.string(), z.string()),
   op: z.enum(['INSERT', 'UPDATE', 'DELETE']),
-  base_row_version: z.number().int(),
-  server_row_version: z.number().int(),
+  base_row_version: z.int(),
+  server_row_version: z.int(),
   server_row_deleted: z.boolean(),
-  server_row: z.record(z.string(), z.unknown()).nullable(),
+  server_row: z.nullable(z.record(z.string(), z.unknown())),
 });
 export type Conflict = z.infer<typeof Conflict>;
 
-export const ErrorBody = z
-  .object({
-    error: z.string(),
-    message: z.string(),
-    conflict: Conflict.optional(),
-    conflicts: z.array(Conflict).optional(),
-    conflict_count: z.number().int().optional(),
-    source_id: z.string().optional(),
-    replaced_by_source_id: z.string().nullable().optional(),
-    retry_after_seconds: z.number().int().optional(),
-    next_expected_row_ordinal: z.number().int().optional(),
-    violation: z
-      .object({
-        sqlstate: z.string(),
-        constraint: z.string().nullable(),
-        schema: z.string().nullable(),
-        table: z.string().nullable(),
-        column: z.string().nullable().optional(),
-        key: z.record(z.string(), z.string()).nullable(),
-      })
-      .optional(),
-    details: z.unknown().optional(),
-  })
-  .loose();
+export const ErrorBody = z.looseObject({
+  error: z.string(),
+  message: z.string(),
+  conflict: z.optional(Conflict),
+  conflicts: z.optional(z.array(Conflict)),
+  conflict_count: z.optional(z.int()),
+  source_id: z.optional(z.string()),
+  replaced_by_source_id: z.optional(z.nullable(z.string())),
+  retry_after_seconds: z.optional(z.int()),
+  next_expected_row_ordinal: z.optional(z.int()),
+  violation: z.optional(
+    z.object({
+      sqlstate: z.string(),
+      constraint: z.nullable(z.string()),
+      schema: z.nullable(z.string()),
+      table: z.nullable(z.string()),
+      column: z.optional(z.nullable(z.string())),
+      key: z.nullable(z.record(z.string(), z.string())),
+    }),
+  ),
+  details: z.optional(z.unknown()),
+});
 export type ErrorBody = z.infer<typeof ErrorBody>;

@@ -4,9 +4,10 @@
  * client may send. Clients authenticate the upgrade with `?token=<JWT>&source_id=<source>`,
  * because browsers cannot set headers on a WebSocket.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 
-const count = z.number().int().nonnegative();
+const count = z.int().check(z.nonnegative());
 
 /** After each commit of the user: the latest bundle_seq; the device pulls when it is behind. */
 export const ChangedMessage = z.object({ type: z.literal('changed'), latest_bundle_seq: count });

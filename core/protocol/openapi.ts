@@ -5,7 +5,8 @@
  * Request bodies are described as the edge accepts them (zod input), answers as the server
  * writes them (zod output).
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 import { errorRegistry, type ErrorCode } from '../errors.js';
 import { COMMON_META_ERRORS, COMMON_SYNC_ERRORS, ErrorBody, OPERATIONS, type Operation } from './operations.js';
 import { PROTOCOL_VERSION, SOURCE_ID_HEADER } from './version.js';
@@ -16,7 +17,7 @@ const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
 /** Every named schema as a JSON Schema (draft 2020-12, OpenAPI 3.1's dialect), without `$schema`. */
 function components(): Record<string, Json> {
-  const named = new Map<string, { schema: z.ZodType; io: 'input' | 'output' }>([['ErrorBody', { schema: ErrorBody, io: 'output' }]]);
+  const named = new Map<string, { schema: z.ZodMiniType; io: 'input' | 'output' }>([['ErrorBody', { schema: ErrorBody, io: 'output' }]]);
   for (const op of OPERATIONS) {
     if (op.body) named.set(op.body.name, { schema: op.body.schema, io: 'input' });
     if (op.ok.name && op.ok.schema) named.set(op.ok.name, { schema: op.ok.schema, io: 'output' });

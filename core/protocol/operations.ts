@@ -5,14 +5,15 @@
  * table (functions/*.ts): each route documented once, no path that no handler serves.
  * docs/protocol.md says the same in prose.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 import { type ErrorCode } from '../errors.js';
 import { ConnectRequest, ConnectResponse } from './connect.js';
 import { CapabilitiesResponse, ErrorBody } from './meta.js';
 import { ChunkRequest, ChunkResponse, CommitResponse, PushSessionCreateRequest, PushSessionCreateResponse } from './push-session.js';
 import { CommittedBundlePage, PullResponse, SnapshotCreateRequest, SnapshotPage, SnapshotSession, WatchResponse } from './read-path.js';
 
-const int = z.number().int().min(0);
+const int = z.int().check(z.gte(0));
 
 /** `GET /syncx/health`; the answer with 503 has the same shape, `status: "unhealthy"`. */
 export const HealthResponse = z.discriminatedUnion('status', [
@@ -44,12 +45,12 @@ export const UserStatusResponse = z.looseObject({
   retained_floor: int,
   pruned_through: int,
   source_count: int,
-  sources: z.array(z.looseObject({ source_id: z.string(), status: z.string(), last_bundle_seq: int.nullable(), bundles_since_last_push: int.nullable() })),
+  sources: z.array(z.looseObject({ source_id: z.string(), status: z.string(), last_bundle_seq: z.nullable(int), bundles_since_last_push: z.nullable(int) })),
   open_push_sessions: int,
   open_snapshot_sessions: int,
   staged_bytes: int,
-  last_conflict: z.looseObject({ source_id: z.string(), at: z.string() }).nullable(),
-  last_rejection: z.looseObject({ source_id: z.string(), at: z.string() }).nullable(),
+  last_conflict: z.nullable(z.looseObject({ source_id: z.string(), at: z.string() })),
+  last_rejection: z.nullable(z.looseObject({ source_id: z.string(), at: z.string() })),
 });
 
 /** The document itself: an object, described no further here. */
@@ -73,11 +74,11 @@ export interface Operation {
   readonly pathParameters?: Readonly<Record<string, 'integer' | 'uuid' | 'string'>>;
   readonly query?: readonly QueryParameter[];
   /** The JSON body, by name (a component of the document); `optional`: the body may be absent. */
-  readonly body?: { readonly name: string; readonly schema: z.ZodType; readonly optional?: boolean };
+  readonly body?: { readonly name: string; readonly schema: z.ZodMiniType; readonly optional?: boolean };
   /** The success answer: status and named schema, or none (204). */
-  readonly ok: { readonly status: 200 | 204; readonly name?: string; readonly schema?: z.ZodType };
+  readonly ok: { readonly status: 200 | 204; readonly name?: string; readonly schema?: z.ZodMiniType };
   /** Answers that are not error bodies although their status is not 2xx (health's 503). */
-  readonly other?: Readonly<Record<number, { readonly description: string; readonly name: string; readonly schema: z.ZodType }>>;
+  readonly other?: Readonly<Record<number, { readonly description: string; readonly name: string; readonly schema: z.ZodMiniType }>>;
   /** Codes this operation may answer beyond the ones every route may (COMMON_ERRORS). */
   readonly errors: readonly ErrorCode[];
 }

@@ -1,15 +1,16 @@
 /** Push sessions: create, chunk, commit (docs/protocol.md §5.2). */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 import { PushedRow } from './rows.js';
 
-const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-const hexDigest = z.string().regex(/^[0-9a-f]{64}$/, 'must be lowercase hex SHA-256');
+const count = z.int().check(z.gte(0), z.lte(Number.MAX_SAFE_INTEGER));
+const hexDigest = z.string().check(z.regex(/^[0-9a-f]{64}$/, 'must be lowercase hex SHA-256'));
 
 export const PushSessionCreateRequest = z.strictObject({
-  source_bundle_id: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
-  planned_row_count: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
-  initialization_id: z.uuid().nullable().optional(),
-  request_hash: hexDigest.nullable().optional(),
+  source_bundle_id: z.int().check(z.gte(1), z.lte(Number.MAX_SAFE_INTEGER)),
+  planned_row_count: z.int().check(z.gte(1), z.lte(Number.MAX_SAFE_INTEGER)),
+  initialization_id: z.optional(z.nullable(z.uuid())),
+  request_hash: z.optional(z.nullable(hexDigest)),
 });
 export type PushSessionCreateRequest = z.infer<typeof PushSessionCreateRequest>;
 
@@ -29,18 +30,18 @@ export const PushSessionStaging = z.object({
   next_expected_row_ordinal: count,
   expires_at: z.string(),
 });
-export const PushSessionAlreadyCommitted = BundleSummary.extend({ status: z.literal('already_committed') });
+export const PushSessionAlreadyCommitted = z.extend(BundleSummary, { status: z.literal('already_committed') });
 export const PushSessionCreateResponse = z.discriminatedUnion('status', [PushSessionStaging, PushSessionAlreadyCommitted]);
 export type PushSessionCreateResponse = z.infer<typeof PushSessionCreateResponse>;
 
 export const ChunkRequest = z.strictObject({
   start_row_ordinal: count,
-  rows: z.array(PushedRow).min(1),
+  rows: z.array(PushedRow).check(z.minLength(1)),
 });
 export type ChunkRequest = z.infer<typeof ChunkRequest>;
 
 export const ChunkResponse = z.object({ push_id: z.uuid(), next_expected_row_ordinal: count });
 export type ChunkResponse = z.infer<typeof ChunkResponse>;
 
-export const CommitResponse = BundleSummary.extend({ status: z.literal('committed') });
+export const CommitResponse = z.extend(BundleSummary, { status: z.literal('committed') });
 export type CommitResponse = z.infer<typeof CommitResponse>;

@@ -1,8 +1,9 @@
 /** Pull, committed-bundle pages and snapshot sessions (docs/protocol.md §5.3–§5.6, §6). */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 import { CommittedRow, SnapshotRow } from './rows.js';
 
-const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const count = z.int().check(z.gte(0), z.lte(Number.MAX_SAFE_INTEGER));
 
 export const PulledBundle = z.object({
   bundle_seq: count,
@@ -42,12 +43,10 @@ export const SourceReplacementReason = z.enum([
 ]);
 export type SourceReplacementReason = z.infer<typeof SourceReplacementReason>;
 
-const sourceId = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9._:-]');
+const sourceId = z.string().check(z.regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9._:-]'));
 
 export const SnapshotCreateRequest = z.strictObject({
-  source_replacement: z
-    .strictObject({ previous_source_id: sourceId, new_source_id: sourceId, reason: SourceReplacementReason })
-    .optional(),
+  source_replacement: z.optional(z.strictObject({ previous_source_id: sourceId, new_source_id: sourceId, reason: SourceReplacementReason })),
 });
 export type SnapshotCreateRequest = z.infer<typeof SnapshotCreateRequest>;
 

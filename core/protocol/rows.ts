@@ -1,16 +1,17 @@
 /** Row shapes on the wire (docs/protocol.md §4.1). */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod.js';
 
 export const Op = z.enum(['INSERT', 'UPDATE', 'DELETE']);
 export type Op = z.infer<typeof Op>;
 
-const identifier = z.string().min(1).max(63);
-const version = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const identifier = z.string().check(z.minLength(1), z.maxLength(63));
+const version = z.int().check(z.gte(0), z.lte(Number.MAX_SAFE_INTEGER));
 
 /** `{column: "value"}` with exactly one entry: the table's sync key. */
 export const SyncKey = z
-  .record(z.string().min(1).max(63), z.string().max(4096))
-  .refine((k) => Object.keys(k).length === 1, 'key must name exactly one column: the sync key');
+  .record(z.string().check(z.minLength(1), z.maxLength(63)), z.string().check(z.maxLength(4096)))
+  .check(z.refine((k) => Object.keys(k).length === 1, 'key must name exactly one column: the sync key'));
 export type SyncKey = z.infer<typeof SyncKey>;
 
 export const Payload = z.record(z.string(), z.unknown());
@@ -22,7 +23,7 @@ export const PushedRow = z.strictObject({
   key: SyncKey,
   op: Op,
   base_row_version: version,
-  payload: Payload.nullable().optional(),
+  payload: z.optional(z.nullable(Payload)),
 });
 export type PushedRow = z.infer<typeof PushedRow>;
 
@@ -32,7 +33,7 @@ export const CommittedRow = z.object({
   key: SyncKey,
   op: Op,
   row_version: version,
-  payload: Payload.nullable(),
+  payload: z.nullable(Payload),
 });
 export type CommittedRow = z.infer<typeof CommittedRow>;
 

@@ -4,8 +4,8 @@
  */
 import { gzipSync, constants as zlib } from 'node:zlib';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { ZodError } from 'zod';
 import { SyncError, errorRegistry } from '../../core/errors.js';
+import { isZodError } from '../../core/protocol/zod.js';
 import { defaultLimits } from '../../core/limits.js';
 import { type RawJson } from '../../core/sync/index.js';
 
@@ -103,7 +103,7 @@ export function errorAnswer(error: unknown, retryAfterSeconds: number = defaultL
     else if (error.status === 503) headers['retry-after'] = String(retryAfterSeconds);
     return { status: error.status, body: error.toBody(), headers };
   }
-  if (error instanceof ZodError) {
+  if (isZodError(error)) {
     const details = error.issues.slice(0, 20).map((i) => ({ path: i.path.join('.'), message: i.message }));
     const first = details[0];
     return { status: 400, body: { error: 'invalid_request', message: first ? `${first.path || 'body'}: ${first.message}` : 'invalid request', details } };

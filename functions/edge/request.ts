@@ -3,7 +3,7 @@
  * query, lower-cased headers, the body text, and the authorizer's claims.
  */
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { SyncError } from '../../core/errors.js';
 import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
@@ -63,7 +63,7 @@ export function readRequest(event: HttpApiEvent, maxRequestBytes: number): Omit<
 }
 
 /** Parses and validates a JSON body; an absent body is `{}` when `optional`. */
-export function parseBody<T>(request: EdgeRequest, schema: z.ZodType<T>, optional = false): T {
+export function parseBody<T>(request: EdgeRequest, schema: z.ZodMiniType<T>, optional = false): T {
   let value: unknown = {};
   if (request.bodyText !== undefined) {
     try {
