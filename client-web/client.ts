@@ -37,7 +37,7 @@ import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } f
 import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
 import { longPollWakeSource, webSocketWakeSource, type WakeSourceFactory } from './wake.js';
-import { CapabilitiesAnswer } from './wire.js';
+import { CapabilitiesResponse } from '../core/protocol/meta.js';
 
 /** How long opening waits for fresh capabilities when a cached copy exists. */
 const CAPABILITIES_TIMEOUT_MS = 3000;
@@ -47,20 +47,20 @@ export function newSourceId(): string {
   return `src-${crypto.randomUUID()}`;
 }
 
-async function cachedCapabilities(db: SqliteDb): Promise<CapabilitiesAnswer | null> {
+async function cachedCapabilities(db: SqliteDb): Promise<CapabilitiesResponse | null> {
   const [row] = await db.query<{ body: string }>('SELECT body FROM _sync_capabilities WHERE id = 1');
-  return row ? CapabilitiesAnswer.parse(JSON.parse(row.body)) : null;
+  return row ? CapabilitiesResponse.parse(JSON.parse(row.body)) : null;
 }
 
 /**
  * The server's capabilities. A first open needs the server (retried like any request); with a
  * cached copy one short attempt decides, so an offline device opens at once on the cache.
  */
-async function loadCapabilities(db: SqliteDb, transport: Transport, timeoutMs: number): Promise<CapabilitiesAnswer> {
+async function loadCapabilities(db: SqliteDb, transport: Transport, timeoutMs: number): Promise<CapabilitiesResponse> {
   const cached = await cachedCapabilities(db);
   try {
     const caps = await transport.request('GET', '/sync/capabilities', {
-      schema: CapabilitiesAnswer,
+      schema: CapabilitiesResponse,
       ...(cached ? { retry: false, signal: AbortSignal.timeout(timeoutMs) } : {}),
     });
     await db.run('INSERT OR REPLACE INTO _sync_capabilities (id, body) VALUES (1, ?)', [JSON.stringify(caps)]);

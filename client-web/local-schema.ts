@@ -14,7 +14,7 @@ import { type ConflictResolver, type TableConfig } from './api.js';
 import { affinityOf, classify, type Affinity, type ColumnCodec, type ValueShape } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type SqliteStatements } from './sqlite/port.js';
-import { type ClientTableSpec } from './wire.js';
+import { type TableSpec } from '../core/protocol/meta.js';
 
 /** Quotes a SQLite identifier. */
 export function qi(name: string): string {
@@ -98,7 +98,7 @@ function compatible(category: WireCategory, shape: ValueShape, affinity: Affinit
  * Reads the configured local tables and checks them against the server's specs. Throws
  * `local_schema_mismatch` naming every problem; answers the model the client runs on.
  */
-export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly ClientTableSpec[]): Promise<LocalModel> {
+export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModel> {
   const problems: string[] = [];
   const specByName = new Map(specs.map((s) => [`${s.schema}.${s.table}`, s]));
   const models: Omit<TableModel, 'order'>[] = [];

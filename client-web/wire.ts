@@ -6,7 +6,6 @@
  */
 import * as z from 'zod/mini';
 import '../core/protocol/zod.js';
-import { CapabilitiesResponse, ColumnSpec, TableSpec } from '../core/protocol/meta.js';
 import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage } from '../core/protocol/read-path.js';
 import { type CommittedRow, type SnapshotRow } from '../core/protocol/rows.js';
 
@@ -28,17 +27,3 @@ const snapshotRows = z.array(z.unknown()).check(z.refine((rows) => rows.every((r
 export const PullAnswer = z.extend(PullResponse, { bundles: z.array(z.extend(PulledBundle, { rows: committedRows })) });
 export const CommittedRowsAnswer = z.extend(CommittedBundlePage, { rows: committedRows });
 export const SnapshotAnswer = z.extend(SnapshotPage, { rows: snapshotRows });
-
-/**
- * A registered table spec with what the client can use beyond the protocol's fields when a server
- * publishes it: whether a column has a default (`has_default`), and where the table's foreign keys
- * point (`foreign_keys`). Both optional: without them local-schema.ts skips the checks they enable.
- */
-export const ClientTableSpec = z.extend(TableSpec, {
-  columns: z.array(z.extend(ColumnSpec, { has_default: z.optional(z.boolean()) })),
-  foreign_keys: z.optional(z.array(z.looseObject({ references: z.looseObject({ schema: z.string(), table: z.string() }) }))),
-});
-export type ClientTableSpec = z.infer<typeof ClientTableSpec>;
-
-export const CapabilitiesAnswer = z.extend(CapabilitiesResponse, { registered_table_specs: z.array(ClientTableSpec) });
-export type CapabilitiesAnswer = z.infer<typeof CapabilitiesAnswer>;

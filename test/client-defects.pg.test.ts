@@ -230,37 +230,11 @@ describe('web client defects: byte budgets (issue 16)', () => {
   });
 });
 
-/**
- * The facts defect 8 needs that capabilities do not carry yet: whether a column has a default, and
- * each table's foreign keys. Read here from the test database's own catalogs and added to the real
- * capabilities answer under the names the client reads (`has_default`, `foreign_keys`), until the
- * server publishes them itself (see the issue 16 report).
- */
-async function withServerFacts(s: TestServer, answer: { statusCode: number; body: string; headers?: Record<string, string> }) {
-  const body = JSON.parse(answer.body) as { registered_table_specs: { schema: string; table: string; columns: { name: string; has_default?: boolean }[]; foreign_keys?: unknown }[] };
-  for (const spec of body.registered_table_specs) {
-    const rel = `${spec.schema}.${spec.table}`;
-    const defaults = await s.t.exec(
-      `SELECT a.attname AS name, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' AS d FROM pg_attribute a
-        WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, [rel]);
-    for (const c of spec.columns) c.has_default = defaults.rows.find((r) => r.name === c.name)?.d === true;
-    const fks = await s.t.exec(
-      `SELECT n.nspname AS schema, r.relname AS table FROM pg_constraint k JOIN pg_class r ON r.oid = k.confrelid
-         JOIN pg_namespace n ON n.oid = r.relnamespace WHERE k.conrelid = $1::regclass AND k.contype = 'f'`, [rel]);
-    spec.foreign_keys = fks.rows.map((r) => ({ references: { schema: r.schema, table: r.table } }));
-  }
-  return { ...answer, body: JSON.stringify(body) };
-}
-
 describe('web client defects: local tables that can never push (issue 16)', () => {
   let s: TestServer;
   beforeAll(async () => {
-    s = await startTestServer({
-      intercept: async (event, next) => {
-        const answer = (await next()) as { statusCode: number; body: string };
-        return event.rawPath === '/sync/capabilities' && answer.statusCode === 200 ? withServerFacts(s, answer) : answer;
-      },
-    });
+    // The server publishes which columns have defaults and where foreign keys point (layout 12).
+    s = await startTestServer();
   });
   afterAll(async () => {
     await s?.close();

@@ -8,7 +8,7 @@ import { PROTOCOL_VERSION } from '../core/protocol/index.js';
 import { protocolSchemaHash } from './support/protocol-hash.js';
 
 const RECORDED: Record<number, string> = {
-  1: 'bfa9cddab056b584848b4ad5f19027a7944b035bb17763b9d8fc57b79e1988ca',
+  1: '7ab963d241594b2af95f9a94e37c8db8d608c644f10ffb4cab452618be7690f2',
 };
 
 describe('protocol version', () => {

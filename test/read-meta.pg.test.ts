@@ -56,13 +56,16 @@ describe('capabilities and status', () => {
       table: 'items',
       sync_key: { column: 'id', kind: 'uuid' },
       columns: [
-        { name: 'id', type: 'uuid', nullable: false },
-        { name: 'list_id', type: 'uuid', nullable: false },
-        { name: 'body', type: 'text', nullable: false },
-        { name: 'done', type: 'boolean', nullable: false },
-        { name: 'attachment', type: 'bytea', nullable: true },
+        { name: 'id', type: 'uuid', nullable: false, has_default: false },
+        { name: 'list_id', type: 'uuid', nullable: false, has_default: false },
+        { name: 'body', type: 'text', nullable: false, has_default: false },
+        { name: 'done', type: 'boolean', nullable: false, has_default: true },
+        { name: 'attachment', type: 'bytea', nullable: true, has_default: false },
       ],
+      // What a client must manage too before it can push items (issue 16 defect 8).
+      foreign_keys: [{ references: { schema: 'app', table: 'lists' } }],
     });
+    expect(byName['app.lists'].foreign_keys).toEqual([]);
     expect(byName['app.kinds'].sync_key).toEqual({ column: 'code', kind: 'text' });
     expect(Object.fromEntries(byName['app.kinds'].columns.map((c: any) => [c.name, c.type]))).toEqual({
       code: 'text', big: 'bigint', amount: 'numeric(20,4)', ratio: 'double precision', meta: 'jsonb',

@@ -93,10 +93,10 @@ describe('additive changes while clients are mid-push and mid-hydration', () => 
     expect(caps.body.schema_version).toBe(2);
     expect(caps.body.registered_tables).toContain('app.tags');
     const specs = Object.fromEntries(caps.body.registered_table_specs.map((t: any) => [t.table, t.columns]));
-    expect(specs.lists).toContainEqual({ name: 'note', type: 'text', nullable: true });
-    expect(specs.lists).toContainEqual({ name: 'position', type: 'bigint', nullable: true });
-    expect(specs.items).toContainEqual({ name: 'body', type: 'text', nullable: true });
-    expect(specs.items).toContainEqual({ name: 'priority', type: 'integer', nullable: false });
+    expect(specs.lists).toContainEqual({ name: 'note', type: 'text', nullable: true, has_default: false });
+    expect(specs.lists).toContainEqual({ name: 'position', type: 'bigint', nullable: true, has_default: false });
+    expect(specs.items).toContainEqual({ name: 'body', type: 'text', nullable: true, has_default: false });
+    expect(specs.items).toContainEqual({ name: 'priority', type: 'integer', nullable: false, has_default: true });
     // Adding an index alone changes nothing clients see: a second run only verifies.
     expect(await bootstrap(s.t.db, { tables: EVOLVED_TABLES })).toMatchObject({ unchanged: true, schemaVersion: 2 });
   });

@@ -2,7 +2,13 @@
 import * as z from 'zod/mini';
 import './zod.js';
 
-export const ColumnSpec = z.object({ name: z.string(), type: z.string(), nullable: z.boolean() });
+export const ColumnSpec = z.object({
+  name: z.string(),
+  type: z.string(),
+  nullable: z.boolean(),
+  /** Whether an insert that omits the column still gets a value (default, identity, generated). */
+  has_default: z.optional(z.boolean()),
+});
 export type ColumnSpec = z.infer<typeof ColumnSpec>;
 
 export const TableSpec = z.object({
@@ -10,6 +16,8 @@ export const TableSpec = z.object({
   table: z.string(),
   sync_key: z.object({ column: z.string(), kind: z.enum(['uuid', 'text']) }),
   columns: z.array(ColumnSpec),
+  /** The tables this table's foreign keys reference: a client must manage them too. */
+  foreign_keys: z.optional(z.array(z.object({ references: z.object({ schema: z.string(), table: z.string() }) }))),
 });
 export type TableSpec = z.infer<typeof TableSpec>;
 

@@ -7,7 +7,11 @@
  */
 import { managedFunction } from '../../layout/managed-sql.js';
 
-/** Live columns and reserved triggers of one registered table, or null when it does not exist. */
+/**
+ * Live columns (with whether an insert that omits one still gets a value: a default, an identity
+ * or a generated column), the tables its foreign keys reference, and the reserved triggers of one
+ * registered table, or null when it does not exist.
+ */
 export const tableLiveSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.table_live(p_schema text, p_table text) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
   WITH rel AS (
@@ -21,8 +25,11 @@ CREATE OR REPLACE FUNCTION sync.table_live(p_schema text, p_table text) RETURNS 
   )
   SELECT jsonb_build_object(
     'columns', coalesce((SELECT jsonb_agg(jsonb_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
-        'not_null', a.attnotnull) ORDER BY a.attnum)
+        'not_null', a.attnotnull, 'has_default', a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '') ORDER BY a.attnum)
       FROM pg_attribute a WHERE a.attrelid = rel.oid AND a.attnum > 0 AND NOT a.attisdropped), '[]'::jsonb),
+    'foreign_keys', coalesce((SELECT jsonb_agg(jsonb_build_object('schema', tn.nspname, 'table', tc.relname) ORDER BY k.conname)
+      FROM pg_constraint k JOIN pg_class tc ON tc.oid = k.confrelid JOIN pg_namespace tn ON tn.oid = tc.relnamespace
+     WHERE k.conrelid = rel.oid AND k.contype = 'f'), '[]'::jsonb),
     'triggers', coalesce((SELECT jsonb_object_agg(t.tgname, t.tgenabled::text)
       FROM pg_trigger t WHERE t.tgrelid = rel.oid AND t.tgname LIKE '\_lockstep\_%'), '{}'::jsonb),
     'unguarded', coalesce((SELECT jsonb_agg(n.nspname || '.' || c.relname ORDER BY 1)

@@ -22,6 +22,13 @@ export interface CatalogTable {
   readonly keyKind: KeyKind;
   readonly columns: readonly (CatalogColumn & { readonly category: WireCategory })[];
   readonly columnByName: ReadonlyMap<string, CatalogColumn & { readonly category: WireCategory }>;
+  /**
+   * What clients check their local tables against beyond the columns (layout 12 on; undefined
+   * before): the columns an insert may omit (a default, identity or generated column), and the
+   * tables this table's foreign keys reference.
+   */
+  readonly defaulted: ReadonlySet<string> | undefined;
+  readonly references: readonly { readonly schema: string; readonly table: string }[] | undefined;
 }
 
 export interface Catalog {
@@ -45,7 +52,10 @@ export interface LayoutState {
     readonly key_kind: KeyKind;
     readonly columns: readonly CatalogColumn[];
     readonly live: {
-      readonly columns: readonly { name: string; type: string; not_null: boolean }[];
+      /** `has_default` from layout 12 on. */
+      readonly columns: readonly { name: string; type: string; not_null: boolean; has_default?: boolean }[];
+      /** From layout 12 on. */
+      readonly foreign_keys?: readonly { schema: string; table: string }[];
       readonly triggers: Readonly<Record<string, string>>;
       readonly unguarded: readonly string[];
     } | null;
@@ -144,6 +154,8 @@ export async function loadCatalog(db: Queryable, build: BuildRange = THIS_BUILD)
       keyKind: r.key_kind,
       columns,
       columnByName: new Map(columns.map((c) => [c.name, c])),
+      defaulted: r.live?.columns.some((c) => c.has_default !== undefined) ? new Set(r.live.columns.filter((c) => c.has_default).map((c) => c.name)) : undefined,
+      references: r.live?.foreign_keys,
     };
   });
   const index = new Map(tables.map((t) => [`${t.schema}.${t.table}`, t]));
