@@ -12,9 +12,18 @@ import { APP_SCHEMA_SQL } from './support/schemas.js';
 import { startTestServer, type TestServer } from './support/server.js';
 
 const uuid = () => randomUUID();
-/** A constraint only the server has: a list title may not be blank. */
+/**
+ * A constraint only the server has: a list title may not be blank. And an app trigger that refuses
+ * a label with its own exception, which names no row.
+ */
 const SCHEMA_SQL = `${APP_SCHEMA_SQL}
-ALTER TABLE app.lists ADD CONSTRAINT lists_title_not_blank CHECK (title <> '');`;
+ALTER TABLE app.lists ADD CONSTRAINT lists_title_not_blank CHECK (title <> '');
+CREATE FUNCTION app.refuse_forbidden() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.label = 'forbidden' THEN RAISE EXCEPTION 'this label is forbidden'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_forbidden BEFORE INSERT OR UPDATE ON app.kinds FOR EACH ROW EXECUTE FUNCTION app.refuse_forbidden();`;
 
 describe('web client: rejected bundles are salvaged into the quarantine', () => {
   let s: TestServer;
@@ -125,20 +134,35 @@ describe('web client: rejected bundles are salvaged into the quarantine', () => 
     expect(await a.db.query('SELECT count(*) AS n FROM items WHERE list_id = ?', [blobOfUuid(blank)])).toEqual([{ n: 3 }]);
   });
 
+  it('a value PostgreSQL cannot store is named like a constraint (its table and row), so it is salvaged', async () => {
+    const user = 'q-unstorable';
+    const a = await device(user, quarantining);
+    await a.client.attach(user);
+    // A value the numeric column cannot take: a data exception, found row by row by the server.
+    await a.db.run("INSERT INTO kinds (code, amount) VALUES ('a-ok', '2.5'), ('bad', 'not a number'), ('ok', '1.5')");
+    expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 2, quarantinedRows: 1 });
+    expect(await a.client.quarantined()).toEqual([expect.objectContaining({
+      key: 'bad',
+      row: expect.objectContaining({ amount: 'not a number' }),
+      violation: expect.objectContaining({ sqlstate: '22P02', table: 'kinds', key: { code: 'bad' } }),
+    })]);
+    expect((await kinds(user)).map((k) => k.code)).toEqual(['a-ok', 'ok']);
+  });
+
   it('a rejection that names no row of the bundle stays held (quarantine mode too); a one-row bundle is salvaged', async () => {
     const user = 'q-unnamed';
     const a = await device(user, quarantining);
     await a.client.attach(user);
-    // A value the numeric column cannot take: a data exception, which names no table or row.
-    await a.db.run("INSERT INTO kinds (code, amount) VALUES ('bad', 'not a number'), ('ok', '1.5')");
+    // The app's trigger raises its own exception: the table is known, the row is not.
+    await a.db.run("INSERT INTO kinds (code, label) VALUES ('bad', 'forbidden'), ('ok', 'fine')");
     const held = await a.client.sync();
     expect(held.push).toMatchObject({ status: 'rejected' });
-    console.log(`an unnamed rejection: ${JSON.stringify(held.push)}`);
+    expect(held.push).toMatchObject({ code: 'push_rejected', violation: { sqlstate: 'P0001', table: 'kinds', key: null } });
     expect(await a.client.quarantineRejected()).toEqual({ quarantinedRows: 0 });
     expect(await a.client.discardRejected()).toEqual({ discardedRows: 2 });
     await a.client.sync();
-    await a.db.run("INSERT INTO kinds (code, amount) VALUES ('bad', 'still not a number')");
+    await a.db.run("INSERT INTO kinds (code, label) VALUES ('bad', 'forbidden')");
     expect((await a.client.sync()).push).toMatchObject({ status: 'resolved_without_commit', quarantinedRows: 1 });
-    expect(await a.client.quarantined()).toEqual([expect.objectContaining({ key: 'bad', row: expect.objectContaining({ amount: 'still not a number' }) })]);
+    expect(await a.client.quarantined()).toEqual([expect.objectContaining({ key: 'bad', row: expect.objectContaining({ label: 'forbidden' }) })]);
   });
 });

@@ -170,18 +170,32 @@ describe('write path: commit outcomes', () => {
         [{ position: 1e10 }, '22003'],
         [{ position: 1.5 }, '22P02'],
       ];
+      // A data exception names no row; the server finds it (layout 13): table and key, like a constraint.
       for (const [extra, sqlstate] of cases) {
-        const v = await rejected([list(uuid(), 'typed', 0, extra)]);
-        expect(v.sqlstate, JSON.stringify(extra)).toBe(sqlstate);
-        expect(v).toHaveProperty('key');
+        const id = uuid();
+        const v = await rejected([list(id, 'typed', 0, extra)]);
+        expect(v, JSON.stringify(extra)).toMatchObject({ sqlstate, schema: 'app', table: 'lists', key: { id } });
       }
       const k = (payload: Record<string, unknown>): PushRow => ({ schema: 'app', table: 'kinds', key: { code: 'typed' }, op: 'INSERT', base_row_version: 0, payload });
       for (const payload of [{ big: '12.5' }, { big: '99999999999999999999' }, { amount: 'lots' }, { seen_at: 'someday' }, { flag: 'maybe' }, { ratio: 'fast' }, { amount: '1e30' }]) {
         const v = await rejected([k(payload)]);
         expect(v.sqlstate, JSON.stringify(payload)).toMatch(/^22/);
+        expect(v, JSON.stringify(payload)).toMatchObject({ table: 'kinds', key: { code: 'typed' } });
       }
-      const badFk = await rejected([item(uuid(), 'not-a-uuid-at-all', 'x')]);
-      expect(badFk.sqlstate).toBe('22P02');
+      const badItem = uuid();
+      const badFk = await rejected([item(badItem, 'not-a-uuid-at-all', 'x')]);
+      expect(badFk).toMatchObject({ sqlstate: '22P02', table: 'items', key: { id: badItem } });
+    });
+
+    it('one unstorable value among many rows of several tables: its table and key are named', async () => {
+      for (const at of [0, 37, 99]) {
+        const lists = Array.from({ length: 100 }, () => uuid());
+        const rows: PushRow[] = lists.map((id, i) => list(id, `l${i}`, 0, i === at ? { position: 'not a number' } : { position: i }));
+        // Items of the good lists after them: their table's statement never runs.
+        rows.push(...lists.slice(0, 5).filter((_, i) => i !== at).map((l) => item(uuid(), l, 'child')));
+        const v = await rejected(rows);
+        expect(v, `bad row at ${at}`).toMatchObject({ sqlstate: '22P02', schema: 'app', table: 'lists', key: { id: lists[at] } });
+      }
     });
 
     it('a value too large for a business index', async () => {

@@ -131,6 +131,8 @@ DECLARE
   v_hash text;
   v_result jsonb;
   v_state text; v_msg text; v_detail text; v_constraint text; v_schema text; v_table text; v_column text;
+  -- The table whose statement is running: a data exception (22xxx) names none, this does.
+  v_running smallint;
 BEGIN
   SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
    WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
@@ -244,11 +246,14 @@ BEGIN
   BEGIN
     SET CONSTRAINTS ALL DEFERRED;
     FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_tables) ORDER BY apply_order LOOP
+      v_running := v_cat.table_id;
       EXECUTE v_cat.upsert_sql USING p_push, p_user;
     END LOOP;
     FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_delete_tables) ORDER BY apply_order DESC LOOP
+      v_running := v_cat.table_id;
       EXECUTE v_cat.delete_sql USING p_push, p_user;
     END LOOP;
+    v_running := NULL;
     -- Deferred checks run here, inside the block, so a violation is a typed answer, not a failed COMMIT.
     SET CONSTRAINTS ALL IMMEDIATE;
   -- program_limit_exceeded: a pushed value too large for a business index (54000) is the
@@ -257,6 +262,11 @@ BEGIN
               OR program_limit_exceeded THEN
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
       v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
+    -- Variables keep their values through the rollback of the block: the table whose statement
+    -- failed names a data exception's table (its row is found by sync.first_unstorable_row).
+    IF coalesce(v_table, '') = '' AND v_running IS NOT NULL THEN
+      SELECT schema_name, table_name INTO v_schema, v_table FROM sync.table_catalog WHERE table_id = v_running;
+    END IF;
     DELETE FROM sync.bundle_context WHERE xact = txid_current();
     PERFORM nextval('sync.counter_push_rejected');
     RETURN sync.err('push_rejected', 'the bundle breaks a business constraint: ' || v_msg, jsonb_build_object(
@@ -275,6 +285,80 @@ BEGIN
   UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
    WHERE user_pk = v_ps.user_pk;
   RETURN jsonb_build_object('status', 'committed') || v_result;
+END
+$fn$
+`);
+
+/**
+ * The key of the first staged row of one table whose values PostgreSQL cannot store (a data
+ * exception, 22xxx: `'abc'` for an integer, an overflowing numeric), on the rejection path only.
+ * The exception names no row, so the table's own upsert (the commit's statement, restricted to a
+ * range of row ordinals) is tried on halves of the staged rows: about log2(n) tries, each rolled
+ * back (a successful try raises a sentinel to undo its writes). Constraints stay deferred as in
+ * the commit, so only a value that cannot be stored fails a try. Each try opens the bundle
+ * context the business tables' guards require (sync.guard_bundle_context lets this function do
+ * so: every try ends in a rollback, so nothing it writes can commit). NULL when no single row fails,
+ * or when a try fails for another reason.
+ */
+export const firstUnstorableRowSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.first_unstorable_row(p_user text, p_push uuid, p_table_id smallint) RETURNS bytea
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_sql text;
+  v_probe text;
+  v_lo integer;
+  v_hi integer;
+  v_mid integer;
+  v_failed boolean;
+  v_key bytea;
+  v_ps record;
+BEGIN
+  SELECT s.user_pk, s.source_id INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT upsert_sql INTO v_sql FROM sync.table_catalog WHERE table_id = p_table_id;
+  -- The upsert reads the session's rows of this table; the probe reads a range of them.
+  v_probe := replace(v_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ');
+  IF v_probe IS NULL OR v_probe = v_sql THEN
+    RETURN NULL;
+  END IF;
+  SELECT min(row_ordinal), max(row_ordinal) INTO v_lo, v_hi FROM sync.push_session_rows
+   WHERE push_id = p_push AND table_id = p_table_id AND op_code <> 3;
+  IF v_lo IS NULL THEN
+    RETURN NULL;
+  END IF;
+  WHILE v_lo < v_hi LOOP
+    v_mid := v_lo + (v_hi - v_lo) / 2;
+    v_failed := false;
+    BEGIN
+      -- The business tables take writes only inside a bundle context, as in the commit.
+      INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
+      SET CONSTRAINTS ALL DEFERRED;
+      EXECUTE v_probe USING p_push, p_user, v_lo, v_mid;
+      RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its rows';
+    EXCEPTION
+      WHEN data_exception THEN v_failed := true;
+      WHEN SQLSTATE 'LS000' THEN v_failed := false;
+      -- Anything else (a trigger of the app's refusing the row) says nothing about the values.
+      WHEN OTHERS THEN RETURN NULL;
+    END;
+    IF v_failed THEN v_hi := v_mid; ELSE v_lo := v_mid + 1; END IF;
+  END LOOP;
+  -- The last candidate alone: it must fail by itself to be named.
+  BEGIN
+    INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
+    SET CONSTRAINTS ALL DEFERRED;
+    EXECUTE v_probe USING p_push, p_user, v_lo, v_lo;
+    RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its rows';
+  EXCEPTION
+    WHEN data_exception THEN
+      SELECT key_bytes INTO v_key FROM sync.push_session_rows WHERE push_id = p_push AND row_ordinal = v_lo;
+    WHEN SQLSTATE 'LS000' THEN NULL;
+    WHEN OTHERS THEN NULL;
+  END;
+  RETURN v_key;
 END
 $fn$
 `);

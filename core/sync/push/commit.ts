@@ -44,15 +44,32 @@ function certainlyRolledBack(error: unknown): boolean {
  *   whose payload carries those values;
  * - check and not-null violations: `Failing row contains (v1, v2, …)` — the first staged row of
  *   that table whose key appears as one of the listed values.
- * Data exceptions (22xxx) carry no table, so their key stays null. A lookup that needs the staged
- * rows is a query (one row, column `key`), run in the same statement that notes the rejection.
+ * - data exceptions (22xxx: a value PostgreSQL cannot store) name no row: from layout 13 the
+ *   commit names the table whose statement failed and sync.first_unstorable_row finds the row by
+ *   trying halves of the table's staged rows (rolled back).
+ * A lookup that needs the staged rows is a query (one row, column `key`), run in the same
+ * statement that notes the rejection.
  */
+/** The first layout whose commit names a data exception's table and can find its row. */
+const UNSTORABLE_ROW_LAYOUT = 13;
+
 type KeyLookup = { readonly known: Record<string, string> | null } | { readonly keyColumn: string; readonly query: SqlFragment };
 
-function violationKey(ctx: SyncContext, pushId: string, schema: string | null, table: string | null, detail: unknown): KeyLookup {
-  if (typeof detail !== 'string' || !schema || !table) return { known: null };
+function violationKey(ctx: SyncContext, actor: Actor, pushId: string, violation: Omit<Violation, 'key'>, detail: unknown): KeyLookup {
+  const { schema, table } = violation;
+  if (!schema || !table) return { known: null };
   const entry = ctx.catalog.byName(schema, table);
   if (!entry) return { known: null };
+  if (violation.sqlstate.startsWith('22') && ctx.catalog.layoutVersion >= UNSTORABLE_ROW_LAYOUT) {
+    return {
+      keyColumn: entry.keyColumn,
+      query: sql`
+      SELECT sync.key_text(c.key_kind, b.key_bytes) AS key
+        FROM sync.table_catalog c CROSS JOIN LATERAL (SELECT sync.first_unstorable_row(${actor.userId}, ${pushId}::uuid, ${entry.tableId}::smallint) AS key_bytes) b
+       WHERE c.table_id = ${entry.tableId} AND b.key_bytes IS NOT NULL`,
+    };
+  }
+  if (typeof detail !== 'string') return { known: null };
   const keyed = /^Key \((.+?)\)=\((.*)\) (?:already exists|is not present in table)/s.exec(detail);
   if (keyed) {
     const columns = (keyed[1] as string).split(', ');
@@ -95,7 +112,7 @@ function violationKey(ctx: SyncContext, pushId: string, schema: string | null, t
  * alone.
  */
 async function rejectionKey(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Record<string, string> | null> {
-  const lookup = violationKey(ctx, pushId, violation.schema, violation.table, detail);
+  const lookup = violationKey(ctx, actor, pushId, violation, detail);
   if ('known' in lookup) {
     await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message, violation: { ...violation, key: lookup.known } });
     return lookup.known;
