@@ -10,7 +10,9 @@
  * context. Every screenshot (test-artifacts/demo/, desktop and phone) is reviewed for layout: no
  * horizontal overflow, every shown control visible and not covered.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Browser, type Page } from 'playwright-core';
 import { parseTables } from '../core/config.js';
@@ -98,7 +100,9 @@ describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 
   let restarted: Gateway | undefined;
 
   beforeAll(async () => {
-    staticDir = (await buildDemo()).outDir;
+    // A folder of its own: `npm start` (test/local-runtime.pg.test.ts, running alongside) rebuilds
+    // demo/dist from scratch, and pages served from it meanwhile answered 404.
+    staticDir = (await buildDemo(mkdtempSync(join(tmpdir(), 'lockstep-demo-')))).outDir;
     s = await startTestServer({ schemaSql: DEMO_SCHEMA_SQL, tables: parseTables(DEMO_SYNC_TABLES), staticDir, devTokens: true });
     browser = await launchChromium(findChromium() as NonNullable<ReturnType<typeof findChromium>>);
   });
@@ -110,6 +114,7 @@ describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 
     await browser?.close();
     await restarted?.close();
     await s?.close();
+    if (staticDir) rmSync(staticDir, { recursive: true, force: true });
   });
 
   let a1: DemoDevice;
