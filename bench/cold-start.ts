@@ -9,14 +9,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { buildFunctions, BUNDLE_BYTES_MAX, INIT_MS_MAX } from '../infra/build.js';
+import { buildFunctions, BUNDLE_BYTES_MAX, INIT_MS_MAX, LAMBDA_NODE_OPTIONS } from '../infra/build.js';
 import { type Benchmark } from './lib/context.js';
 import { nowMs, spread } from './lib/stats.js';
 
-/** Runs a fresh node on `script`; returns its wall time and what it printed. */
+/** Runs a fresh node on `script` with the functions' options (source maps); returns its wall time and what it printed. */
 function node(script: string): { wallMs: number; stdout: string } {
   const start = nowMs();
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+  const r = spawnSync(process.execPath, [LAMBDA_NODE_OPTIONS, '--input-type=module', '-e', script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
   const wallMs = nowMs() - start;
   if (r.status !== 0) throw new Error(`node failed: ${r.stderr}`);
   return { wallMs, stdout: r.stdout };
