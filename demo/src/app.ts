@@ -268,12 +268,14 @@ function attachNote(attach: SyncStatus['attach']): string {
 
 function renderSyncStatus(status: SyncStatus): void {
   const run = current;
-  const unreachable = status.phase === 'backoff' || status.lastError?.code === 'network_error';
+  const unreachable = status.lastError?.code === 'network_error';
+  // A server that answered "busy" (503, 429) is reachable: the loop waits as told and tries again.
+  const busy = status.phase === 'backoff' && !unreachable;
   const online = navigator.onLine && !unreachable;
   const syncing = status.phase === 'syncing';
   const net = byId('net-state');
-  net.dataset['state'] = syncing && online ? 'syncing' : online ? 'online' : 'offline';
-  net.textContent = !navigator.onLine ? 'offline' : unreachable ? 'server unreachable' : syncing ? 'syncing…' : 'online';
+  net.dataset['state'] = !online ? 'offline' : busy ? 'busy' : syncing ? 'syncing' : 'online';
+  net.textContent = !navigator.onLine ? 'offline' : unreachable ? 'server unreachable' : busy ? 'server busy, retrying' : syncing ? 'syncing…' : 'online';
   // The loop backs off while the server is down; the probe resumes it the moment it is back.
   if (navigator.onLine && unreachable) run?.serverWatch.probe();
   byId('last-sync').textContent = status.lastSyncedAt
