@@ -31,6 +31,8 @@ export const roundTripsBenchmark: Benchmark = {
     const snap = await c.post<{ snapshot_id: string }>('/sync/snapshot-sessions', {});
     await c.get(`/sync/snapshot-sessions/${snap.body.snapshot_id}`);
     await c.del(`/sync/snapshot-sessions/${snap.body.snapshot_id}`);
+    await c.get('/syncx/openapi.json');
+    await server.operator().get('/syncx/operator/users/rt-user');
 
     const log = server.roundTrips.byRoute;
     for (const route of ALL_ROUTES) {

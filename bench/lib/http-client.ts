@@ -58,11 +58,13 @@ export class HttpClient {
     readonly sourceId: string,
     private readonly secret: string,
     private readonly log: RoundTripLog,
+    /** A fixed bearer token (the operator's) instead of the user's signed JWT. */
+    private readonly bearer?: string,
   ) {}
 
   /** Sends a request; any status other than `expect` throws BenchHttpError. */
   async call<T = unknown>(method: string, path: string, body?: unknown, expect = 200): Promise<Answer<T>> {
-    this.token ??= new SignJWT({ sub: this.userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(this.secret));
+    this.token ??= this.bearer !== undefined ? Promise.resolve(this.bearer) : new SignJWT({ sub: this.userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(this.secret));
     const res = await fetch(this.baseUrl + path, {
       method,
       headers: {

@@ -22,6 +22,8 @@ import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './schema.js';
 import { HttpClient, RoundTripLog } from './http-client.js';
 
 export const BENCH_JWT_SECRET = 'lockstep-bench-secret-0123456789abcdef';
+/** The bearer token of the bench gateway's operator routes (LOCKSTEP_OPERATOR_TOKEN under npm start). */
+export const BENCH_OPERATOR_TOKEN = 'lockstep-bench-operator-0123456789abcdef';
 
 /**
  * The same durability settings as the test servers (fsync off): the figures measure Lockstep's
@@ -43,6 +45,8 @@ export interface BenchServer {
   readonly roundTrips: RoundTripLog;
   readonly postgresVersion: string;
   client(userId: string, sourceId?: string): HttpClient;
+  /** A client of the operator routes (/syncx/operator/*). */
+  operator(): HttpClient;
   close(): Promise<void>;
 }
 
@@ -97,7 +101,7 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
     await bootstrap(db, { tables: BENCH_TABLES });
     const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
     const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
-    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET } });
+    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET }, operatorToken: BENCH_OPERATOR_TOKEN });
     const roundTrips = new RoundTripLog();
     const version = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
     return {
@@ -109,6 +113,7 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
       roundTrips,
       postgresVersion: version.rows[0]?.v ?? 'unknown',
       client: (userId, sourceId) => new HttpClient(gateway.url, userId, sourceId ?? `src-${userId}`, BENCH_JWT_SECRET, roundTrips),
+      operator: () => new HttpClient(gateway.url, 'operator', 'operator', BENCH_JWT_SECRET, roundTrips, BENCH_OPERATOR_TOKEN),
       close: async () => {
         await gateway.close();
         await feed?.close();
