@@ -96,6 +96,12 @@ describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 
   };
 
   let staticDir: string;
+  let busy = false;
+  const BUSY_ANSWER = {
+    statusCode: 503,
+    headers: { 'content-type': 'application/json', 'retry-after': '1' },
+    body: JSON.stringify({ error: 'service_unavailable', message: 'the database is unavailable or busy; retry later' }),
+  };
   /** The gateway started again by the restart test, on the same port. */
   let restarted: Gateway | undefined;
 
@@ -103,7 +109,14 @@ describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 
     // A folder of its own: `npm start` (test/local-runtime.pg.test.ts, running alongside) rebuilds
     // demo/dist from scratch, and pages served from it meanwhile answered 404.
     staticDir = (await buildDemo(mkdtempSync(join(tmpdir(), 'lockstep-demo-')))).outDir;
-    s = await startTestServer({ schemaSql: DEMO_SCHEMA_SQL, tables: parseTables(DEMO_SYNC_TABLES), staticDir, devTokens: true });
+    s = await startTestServer({
+      schemaSql: DEMO_SCHEMA_SQL,
+      tables: parseTables(DEMO_SYNC_TABLES),
+      staticDir,
+      devTokens: true,
+      // While `busy`, every /sync/* request answers 503 with Retry-After, as an overloaded server does.
+      intercept: (event, next) => (busy && event.rawPath.startsWith('/sync/') ? Promise.resolve(BUSY_ANSWER) : next()),
+    });
     browser = await launchChromium(findChromium() as NonNullable<ReturnType<typeof findChromium>>);
   });
 
@@ -337,6 +350,16 @@ describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 
     const states = await page.evaluate(() => (globalThis as unknown as { __netStates: string[] }).__netStates);
     expect(states.filter((st) => st.startsWith('offline')), JSON.stringify(states)).toEqual([]);
     expect(states.at(-1)?.split(':')[0]).toBe('online');
+  });
+
+  it('a busy server (503) shows as busy, not unreachable, and the write syncs once it answers', async () => {
+    busy = true;
+    await addTodo(a1.page, 'while busy');
+    await until('laptop shows the server busy', () => testid(a1.page, 'net-state').getAttribute('data-state'), 'busy');
+    expect(await text(a1.page, 'net-state')).toBe('server busy, retrying');
+    busy = false;
+    await until('laptop synced its write', () => text(a1.page, 'pending-rows'), '0', 20_000);
+    await until('laptop online again', () => testid(a1.page, 'net-state').getAttribute('data-state'), 'online');
   });
 
   it('is back within seconds of a server restart', async () => {
