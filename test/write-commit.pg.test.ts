@@ -174,17 +174,17 @@ describe('write path: commit outcomes', () => {
       for (const [extra, sqlstate] of cases) {
         const id = uuid();
         const v = await rejected([list(id, 'typed', 0, extra)]);
-        expect(v, JSON.stringify(extra)).toMatchObject({ sqlstate, schema: 'app', table: 'lists', key: { id } });
+        expect(v, JSON.stringify(extra)).toMatchObject({ sqlstate, schema: 'app', table: 'lists', column: 'position', key: { id } });
       }
       const k = (payload: Record<string, unknown>): PushRow => ({ schema: 'app', table: 'kinds', key: { code: 'typed' }, op: 'INSERT', base_row_version: 0, payload });
       for (const payload of [{ big: '12.5' }, { big: '99999999999999999999' }, { amount: 'lots' }, { seen_at: 'someday' }, { flag: 'maybe' }, { ratio: 'fast' }, { amount: '1e30' }]) {
         const v = await rejected([k(payload)]);
         expect(v.sqlstate, JSON.stringify(payload)).toMatch(/^22/);
-        expect(v, JSON.stringify(payload)).toMatchObject({ table: 'kinds', key: { code: 'typed' } });
+        expect(v, JSON.stringify(payload)).toMatchObject({ table: 'kinds', column: Object.keys(payload)[0], key: { code: 'typed' } });
       }
       const badItem = uuid();
       const badFk = await rejected([item(badItem, 'not-a-uuid-at-all', 'x')]);
-      expect(badFk).toMatchObject({ sqlstate: '22P02', table: 'items', key: { id: badItem } });
+      expect(badFk).toMatchObject({ sqlstate: '22P02', table: 'items', column: 'list_id', key: { id: badItem } });
     });
 
     it('one unstorable value among many rows of several tables: its table and key are named', async () => {
@@ -194,7 +194,7 @@ describe('write path: commit outcomes', () => {
         // Items of the good lists after them: their table's statement never runs.
         rows.push(...lists.slice(0, 5).filter((_, i) => i !== at).map((l) => item(uuid(), l, 'child')));
         const v = await rejected(rows);
-        expect(v, `bad row at ${at}`).toMatchObject({ sqlstate: '22P02', schema: 'app', table: 'lists', key: { id: lists[at] } });
+        expect(v, `bad row at ${at}`).toMatchObject({ sqlstate: '22P02', schema: 'app', table: 'lists', column: 'position', key: { id: lists[at] } });
       }
     });
 

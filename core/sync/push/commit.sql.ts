@@ -362,3 +362,54 @@ BEGIN
 END
 $fn$
 `);
+
+/**
+ * Which column of a staged row PostgreSQL cannot store, once sync.first_unstorable_row named the
+ * row: the row is tried with one payload column at a time (its staged payload cut down to that
+ * column inside the try, which is rolled back like everything else it writes), with the table's
+ * own upsert. NULL when no single column fails by itself.
+ */
+export const unstorableColumnSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.unstorable_column(p_user text, p_push uuid, p_table_id smallint, p_key bytea) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_sql text;
+  v_probe text;
+  v_ord integer;
+  v_column text;
+  v_ps record;
+BEGIN
+  SELECT s.user_pk, s.source_id INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user;
+  IF NOT FOUND OR p_key IS NULL THEN
+    RETURN NULL;
+  END IF;
+  SELECT upsert_sql INTO v_sql FROM sync.table_catalog WHERE table_id = p_table_id;
+  v_probe := replace(v_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ');
+  IF v_probe IS NULL OR v_probe = v_sql THEN
+    RETURN NULL;
+  END IF;
+  SELECT row_ordinal INTO v_ord FROM sync.push_session_rows
+   WHERE push_id = p_push AND table_id = p_table_id AND key_bytes = p_key AND op_code <> 3;
+  IF v_ord IS NULL THEN
+    RETURN NULL;
+  END IF;
+  FOR v_column IN SELECT k FROM sync.push_session_rows r, jsonb_object_keys(coalesce(r.payload, '{}'::jsonb)) k
+                   WHERE r.push_id = p_push AND r.row_ordinal = v_ord ORDER BY k LOOP
+    BEGIN
+      UPDATE sync.push_session_rows SET payload = jsonb_build_object(v_column, payload -> v_column)
+       WHERE push_id = p_push AND row_ordinal = v_ord;
+      INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
+      SET CONSTRAINTS ALL DEFERRED;
+      EXECUTE v_probe USING p_push, p_user, v_ord, v_ord;
+      RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its row';
+    EXCEPTION
+      WHEN data_exception THEN RETURN v_column;
+      -- The sentinel, or a NOT NULL column left out of the cut-down row: not this column.
+      WHEN OTHERS THEN NULL;
+    END;
+  END LOOP;
+  RETURN NULL;
+END
+$fn$
+`);

@@ -45,10 +45,11 @@ function certainlyRolledBack(error: unknown): boolean {
  * - check and not-null violations: `Failing row contains (v1, v2, …)` — the first staged row of
  *   that table whose key appears as one of the listed values.
  * - data exceptions (22xxx: a value PostgreSQL cannot store) name no row: from layout 13 the
- *   commit names the table whose statement failed and sync.first_unstorable_row finds the row by
- *   trying halves of the table's staged rows (rolled back).
- * A lookup that needs the staged rows is a query (one row, column `key`), run in the same
- * statement that notes the rejection.
+ *   commit names the table whose statement failed, sync.first_unstorable_row finds the row by
+ *   trying halves of the table's staged rows and sync.unstorable_column its column by trying
+ *   its columns one at a time (every try rolled back).
+ * A lookup that needs the staged rows is a query (one row, column `key`, and `column` when it
+ * can tell), run in the same statement that notes the rejection.
  */
 /** The first layout whose commit names a data exception's table and can find its row. */
 const UNSTORABLE_ROW_LAYOUT = 13;
@@ -64,7 +65,8 @@ function violationKey(ctx: SyncContext, actor: Actor, pushId: string, violation:
     return {
       keyColumn: entry.keyColumn,
       query: sql`
-      SELECT sync.key_text(c.key_kind, b.key_bytes) AS key
+      SELECT sync.key_text(c.key_kind, b.key_bytes) AS key,
+             sync.unstorable_column(${actor.userId}, ${pushId}::uuid, ${entry.tableId}::smallint, b.key_bytes) AS "column"
         FROM sync.table_catalog c CROSS JOIN LATERAL (SELECT sync.first_unstorable_row(${actor.userId}, ${pushId}::uuid, ${entry.tableId}::smallint) AS key_bytes) b
        WHERE c.table_id = ${entry.tableId} AND b.key_bytes IS NOT NULL`,
     };
@@ -106,28 +108,36 @@ function violationKey(ctx: SyncContext, actor: Actor, pushId: string, violation:
 }
 
 /**
- * The rejected row's key and the operator's note of the rejection (protocol §5.8), in one
- * statement when the key needs the staged rows: the rejection path stays at two round trips.
- * The note is best effort: when it fails (a layout before operator status), the key is looked up
- * alone.
+ * The rejected row's key (and a data exception's column) and the operator's note of the
+ * rejection (protocol §5.8), in one statement when the key needs the staged rows: the rejection
+ * path stays at two round trips. The note is best effort: when it fails (a layout before
+ * operator status), the key is looked up alone.
  */
-async function rejectionKey(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Record<string, string> | null> {
+async function rejectedRow(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Violation> {
   const lookup = violationKey(ctx, actor, pushId, violation, detail);
   if ('known' in lookup) {
-    await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message, violation: { ...violation, key: lookup.known } });
-    return lookup.known;
+    const named = { ...violation, key: lookup.known };
+    await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message, violation: named });
+    return named;
   }
+  const named = (row: { key: string | null; column?: string | null } | undefined): Violation => ({
+    ...violation,
+    column: violation.column ?? row?.column ?? null,
+    key: row?.key ? { [lookup.keyColumn]: row.key } : null,
+  });
   const note = JSON.stringify({ push_id: pushId, message, violation });
   try {
-    const [row] = await ctx.db.query<{ key: string | null }>(sql`
+    // `column` only where the lookup can tell (a data exception's): read through to_jsonb.
+    const [row] = await ctx.db.query<{ key: string | null; column: string | null }>(sql`
       WITH k AS (${lookup.query})
-      SELECT (SELECT key FROM k) AS key,
+      SELECT (SELECT key FROM k) AS key, (SELECT to_jsonb(k) ->> 'column' FROM k) AS "column",
              sync.note_outcome(${actor.userId}, ${actor.sourceId}, 'rejection', ${note}::jsonb || jsonb_build_object('violation',
-               (${note}::jsonb -> 'violation') || jsonb_build_object('key', (SELECT jsonb_build_object(${lookup.keyColumn}::text, key) FROM k)))) AS noted`);
-    return row?.key ? { [lookup.keyColumn]: row.key } : null;
+               (${note}::jsonb -> 'violation') || jsonb_strip_nulls(jsonb_build_object('column', (SELECT to_jsonb(k) ->> 'column' FROM k)))
+               || jsonb_build_object('key', (SELECT jsonb_build_object(${lookup.keyColumn}::text, key) FROM k)))) AS noted`);
+    return named(row);
   } catch {
-    const [row] = await ctx.db.query<{ key: string }>(lookup.query);
-    return row ? { [lookup.keyColumn]: row.key } : null;
+    const [row] = await ctx.db.query<{ key: string; column?: string | null }>(lookup.query);
+    return named(row);
   }
 }
 
@@ -165,8 +175,7 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   if (body['error'] === 'push_rejected') {
     const v = body['violation'] as Omit<Violation, 'key'>;
     const message = String(body['message']);
-    const key = await rejectionKey(ctx, actor, pushId, message, v, body['_detail']);
-    return { kind: 'rejected', message, violation: { ...v, key } };
+    return { kind: 'rejected', message, violation: await rejectedRow(ctx, actor, pushId, message, v, body['_detail']) };
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }
