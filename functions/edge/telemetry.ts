@@ -88,7 +88,7 @@ export const consoleTelemetry: Telemetry = {
     if (level === 'error') console.error('lockstep internal error', error);
     else if (level === 'warn') logEvent(level, 'request', outcomeFields(outcome));
   },
-  log: (level, event, fields) => logEvent(level, event, fields),
+  log: logEvent,
 };
 
 /** Whether `context` is Lambda's context object (the local gateway passes a plain signal holder). */

@@ -11,11 +11,11 @@
  */
 import { type Migration } from './migration.js';
 import { guardBundleContextSql } from '../../sync/capture/capture.sql.js';
-import { firstUnstorableRowSql, pushCommitSql, unstorableColumnSql } from '../../sync/push/commit.sql.js';
+import { firstUnstorableRowSql, pushCommitSql, tryUnstorableSql, unstorableColumnSql, unstorableProbeSql } from '../../sync/push/commit.sql.js';
 
 export const migration0013: Migration = {
   version: 13,
   minSafeVersion: 12,
   description: 'data exceptions in a commit name their table and row',
-  functions: [pushCommitSql, firstUnstorableRowSql, unstorableColumnSql, guardBundleContextSql],
+  functions: [pushCommitSql, unstorableProbeSql, tryUnstorableSql, firstUnstorableRowSql, unstorableColumnSql, guardBundleContextSql],
 };

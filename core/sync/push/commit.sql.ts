@@ -290,38 +290,80 @@ $fn$
 `);
 
 /**
- * The key of the first staged row of one table whose values PostgreSQL cannot store (a data
- * exception, 22xxx: `'abc'` for an integer, an overflowing numeric), on the rejection path only.
- * The exception names no row, so the table's own upsert (the commit's statement, restricted to a
- * range of row ordinals) is tried on halves of the staged rows: about log2(n) tries, each rolled
- * back (a successful try raises a sentinel to undo its writes). Constraints stay deferred as in
- * the commit, so only a value that cannot be stored fails a try. Each try opens the bundle
- * context the business tables' guards require (sync.guard_bundle_context lets this function do
- * so: every try ends in a rollback, so nothing it writes can commit). NULL when no single row fails,
- * or when a try fails for another reason.
+ * What the searches for a value PostgreSQL cannot store (a data exception, 22xxx, which names no
+ * row) share, on the rejection path only: the session's owner and source, and the table's own
+ * upsert (the commit's statement) restricted to a range of row ordinals ($3..$4). NULL `probe`
+ * when the session is not this user's or the upsert has an unexpected shape.
+ */
+export const unstorableProbeSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.unstorable_probe(p_user text, p_push uuid, p_table_id smallint,
+  OUT user_pk bigint, OUT source_id text, OUT probe text)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  v_sql text;
+BEGIN
+  SELECT s.user_pk, s.source_id INTO user_pk, source_id FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  SELECT upsert_sql INTO v_sql FROM sync.table_catalog WHERE table_id = p_table_id;
+  probe := replace(v_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ');
+  IF probe = v_sql THEN
+    probe := NULL;
+  END IF;
+END
+$fn$
+`);
+
+/**
+ * One try of a probe on the staged rows `p_lo`..`p_hi` (with `p_column`: row `p_lo` cut down to
+ * that payload column first), always rolled back: true when PostgreSQL cannot store a value of
+ * them, false when they were stored (a sentinel then undoes the writes), NULL when the try failed
+ * otherwise (an app trigger's refusal, a NOT NULL column left out of a cut-down row). It opens
+ * the bundle context the business tables' guards require; sync.guard_bundle_context allows that
+ * only under sync.first_unstorable_row and sync.unstorable_column.
+ */
+export const tryUnstorableSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.try_unstorable(p_user text, p_push uuid, p_user_pk bigint, p_source text, p_probe text,
+  p_lo integer, p_hi integer, p_column text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF p_column IS NOT NULL THEN
+    UPDATE sync.push_session_rows SET payload = jsonb_build_object(p_column, payload -> p_column)
+     WHERE push_id = p_push AND row_ordinal = p_lo;
+  END IF;
+  INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), p_user_pk, p_user, p_source, 'push');
+  -- Constraints stay deferred as in the commit, so only a value that cannot be stored fails.
+  SET CONSTRAINTS ALL DEFERRED;
+  EXECUTE p_probe USING p_push, p_user, p_lo, p_hi;
+  RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its rows';
+EXCEPTION
+  WHEN data_exception THEN RETURN true;
+  WHEN SQLSTATE 'LS000' THEN RETURN false;
+  WHEN OTHERS THEN RETURN NULL;
+END
+$fn$
+`);
+
+/**
+ * The key of the first staged row of one table whose values PostgreSQL cannot store: the table's
+ * upsert is tried on halves of the staged rows (about log2(n) tries, sync.try_unstorable). NULL
+ * when no single row fails, or when a try fails for another reason.
  */
 export const firstUnstorableRowSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.first_unstorable_row(p_user text, p_push uuid, p_table_id smallint) RETURNS bytea
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_sql text;
-  v_probe text;
+  v record;
   v_lo integer;
   v_hi integer;
   v_mid integer;
   v_failed boolean;
   v_key bytea;
-  v_ps record;
 BEGIN
-  SELECT s.user_pk, s.source_id INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  END IF;
-  SELECT upsert_sql INTO v_sql FROM sync.table_catalog WHERE table_id = p_table_id;
-  -- The upsert reads the session's rows of this table; the probe reads a range of them.
-  v_probe := replace(v_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ');
-  IF v_probe IS NULL OR v_probe = v_sql THEN
+  SELECT * INTO v FROM sync.unstorable_probe(p_user, p_push, p_table_id);
+  IF v.probe IS NULL THEN
     RETURN NULL;
   END IF;
   SELECT min(row_ordinal), max(row_ordinal) INTO v_lo, v_hi FROM sync.push_session_rows
@@ -331,33 +373,16 @@ BEGIN
   END IF;
   WHILE v_lo < v_hi LOOP
     v_mid := v_lo + (v_hi - v_lo) / 2;
-    v_failed := false;
-    BEGIN
-      -- The business tables take writes only inside a bundle context, as in the commit.
-      INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
-      SET CONSTRAINTS ALL DEFERRED;
-      EXECUTE v_probe USING p_push, p_user, v_lo, v_mid;
-      RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its rows';
-    EXCEPTION
-      WHEN data_exception THEN v_failed := true;
-      WHEN SQLSTATE 'LS000' THEN v_failed := false;
-      -- Anything else (a trigger of the app's refusing the row) says nothing about the values.
-      WHEN OTHERS THEN RETURN NULL;
-    END;
+    v_failed := sync.try_unstorable(p_user, p_push, v.user_pk, v.source_id, v.probe, v_lo, v_mid);
+    IF v_failed IS NULL THEN
+      RETURN NULL;
+    END IF;
     IF v_failed THEN v_hi := v_mid; ELSE v_lo := v_mid + 1; END IF;
   END LOOP;
   -- The last candidate alone: it must fail by itself to be named.
-  BEGIN
-    INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
-    SET CONSTRAINTS ALL DEFERRED;
-    EXECUTE v_probe USING p_push, p_user, v_lo, v_lo;
-    RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its rows';
-  EXCEPTION
-    WHEN data_exception THEN
-      SELECT key_bytes INTO v_key FROM sync.push_session_rows WHERE push_id = p_push AND row_ordinal = v_lo;
-    WHEN SQLSTATE 'LS000' THEN NULL;
-    WHEN OTHERS THEN NULL;
-  END;
+  IF sync.try_unstorable(p_user, p_push, v.user_pk, v.source_id, v.probe, v_lo, v_lo) THEN
+    SELECT key_bytes INTO v_key FROM sync.push_session_rows WHERE push_id = p_push AND row_ordinal = v_lo;
+  END IF;
   RETURN v_key;
 END
 $fn$
@@ -365,28 +390,19 @@ $fn$
 
 /**
  * Which column of a staged row PostgreSQL cannot store, once sync.first_unstorable_row named the
- * row: the row is tried with one payload column at a time (its staged payload cut down to that
- * column inside the try, which is rolled back like everything else it writes), with the table's
- * own upsert. NULL when no single column fails by itself.
+ * row: the row is tried with one payload column at a time (sync.try_unstorable). NULL when no
+ * single column fails by itself.
  */
 export const unstorableColumnSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.unstorable_column(p_user text, p_push uuid, p_table_id smallint, p_key bytea) RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_sql text;
-  v_probe text;
+  v record;
   v_ord integer;
   v_column text;
-  v_ps record;
 BEGIN
-  SELECT s.user_pk, s.source_id INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user;
-  IF NOT FOUND OR p_key IS NULL THEN
-    RETURN NULL;
-  END IF;
-  SELECT upsert_sql INTO v_sql FROM sync.table_catalog WHERE table_id = p_table_id;
-  v_probe := replace(v_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ');
-  IF v_probe IS NULL OR v_probe = v_sql THEN
+  SELECT * INTO v FROM sync.unstorable_probe(p_user, p_push, p_table_id);
+  IF v.probe IS NULL OR p_key IS NULL THEN
     RETURN NULL;
   END IF;
   SELECT row_ordinal INTO v_ord FROM sync.push_session_rows
@@ -396,18 +412,9 @@ BEGIN
   END IF;
   FOR v_column IN SELECT k FROM sync.push_session_rows r, jsonb_object_keys(coalesce(r.payload, '{}'::jsonb)) k
                    WHERE r.push_id = p_push AND r.row_ordinal = v_ord ORDER BY k LOOP
-    BEGIN
-      UPDATE sync.push_session_rows SET payload = jsonb_build_object(v_column, payload -> v_column)
-       WHERE push_id = p_push AND row_ordinal = v_ord;
-      INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
-      SET CONSTRAINTS ALL DEFERRED;
-      EXECUTE v_probe USING p_push, p_user, v_ord, v_ord;
-      RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'probe stored its row';
-    EXCEPTION
-      WHEN data_exception THEN RETURN v_column;
-      -- The sentinel, or a NOT NULL column left out of the cut-down row: not this column.
-      WHEN OTHERS THEN NULL;
-    END;
+    IF sync.try_unstorable(p_user, p_push, v.user_pk, v.source_id, v.probe, v_ord, v_ord, v_column) THEN
+      RETURN v_column;
+    END IF;
   END LOOP;
   RETURN NULL;
 END
