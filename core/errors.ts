@@ -77,6 +77,19 @@ export function assert(condition: unknown, message: string): asserts condition {
   if (!condition) throw new AssertionFailed(message);
 }
 
+/**
+ * A server write (the server write API, not HTTP) that would change a registered row's sync key or
+ * `_sync_scope_id`, which never change (docs/protocol.md §11, rule 9): delete the row and insert
+ * the new one instead. Nothing was committed.
+ */
+export class KeyChangeRefusedError extends Error {
+  readonly code = 'sync_key_immutable';
+  constructor(message: string, readonly table: string | null, readonly column: string | null) {
+    super(message);
+    this.name = 'KeyChangeRefusedError';
+  }
+}
+
 /** Bootstrap-time failures (not HTTP): the schema is outside the supported envelope. */
 export class UnsupportedSchemaError extends Error {
   readonly code = 'unsupported_schema';

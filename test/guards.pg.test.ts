@@ -131,4 +131,119 @@ describe('integrity guards', () => {
     const pulled = await alice.get('/sync/pull?after_bundle_seq=1');
     expect(pulled.body.bundles.map((b: any) => b.source_id)).toEqual(['server:test', 'server:test']);
   });
+
+  // Issue 26 item 2: PG_CONTEXT includes statement text, so a role with DML rights (even on the
+  // sync tables) could write a managed function's frame into a comment and open a bundle
+  // context itself, committing a row into another user's scope that no pull ever shows. The
+  // guards now rest on identity: only a role with the privileges of the sync schema's owner
+  // opens a context or writes a sync table, whatever the text, the function or the role trick.
+  describe('a DML role cannot forge what the owner\'s managed functions do', () => {
+    const role = `lockstep_dml_${process.pid}`;
+    let dml: pg.Client;
+    let bobPk: number;
+    const frame = '/*\nPL/pgSQL function sync.push_commit(*/';
+    const managedFrame = '/*\nPL/pgSQL function sync.maintenance_step(*/';
+    const forgedWrites = (id: string): string[] => [
+      `INSERT ${frame} INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), ${bobPk}, 'bob', 'src-bob', 'push')`,
+      `INSERT ${frame} INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'bob', 'forged')`,
+      `DELETE ${frame} FROM sync.bundle_context WHERE xact = txid_current()`,
+    ];
+    const body = (id: string): string => `BEGIN\n${forgedWrites(id).map((w) => `  ${w};`).join('\n')}\nEND`;
+
+    beforeAll(async () => {
+      const bob = s.client('bob');
+      await initEmpty(bob);
+      await pushOk(bob, [list(uuid(), 'bob owns this')], { sourceBundleId: 1 });
+      bobPk = Number((await s.t.exec(`SELECT user_pk FROM sync.user_state WHERE user_id = 'bob'`)).rows[0].user_pk);
+      // The widest grants a DBA might give an application's second role: every DML right on the
+      // business and sync tables, the sequences, CREATE in a schema of its own and in sync.
+      await s.t.exec(`DROP ROLE IF EXISTS ${role}; CREATE ROLE ${role} LOGIN PASSWORD 'dml';
+        GRANT USAGE, CREATE ON SCHEMA sync TO ${role}; GRANT USAGE ON SCHEMA app TO ${role};
+        GRANT ALL ON ALL TABLES IN SCHEMA sync, app TO ${role}; GRANT ALL ON ALL SEQUENCES IN SCHEMA sync TO ${role};
+        CREATE SCHEMA evil AUTHORIZATION ${role}`);
+      const url = new URL(s.t.url);
+      url.username = role;
+      url.password = 'dml';
+      dml = new pg.Client({ connectionString: url.toString() });
+      await dml.connect();
+    });
+    afterAll(async () => {
+      await dml?.end();
+      await s.t.exec(`DROP SCHEMA IF EXISTS evil CASCADE; DROP FUNCTION IF EXISTS sync.push_commit(integer);
+        REVOKE ALL ON ALL TABLES IN SCHEMA sync, app FROM ${role}; REVOKE ALL ON ALL SEQUENCES IN SCHEMA sync FROM ${role};
+        REVOKE ALL ON SCHEMA sync, app FROM ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+    });
+
+    async function asDml(...statements: string[]): Promise<{ code?: string; message: string } | null> {
+      try {
+        await dml.query('BEGIN');
+        for (const text of statements) await dml.query(text);
+        await dml.query('COMMIT');
+        return null;
+      } catch (error) {
+        await dml.query('ROLLBACK').catch(() => undefined);
+        return error as { code?: string; message: string };
+      }
+    }
+
+    const bobRows = async (): Promise<number> => (await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE _sync_scope_id = 'bob'`)).rows[0].n;
+
+    it('a managed function\'s frame in a comment, in a DO block, a nested DO, or in its own statements, opens nothing', async () => {
+      const before = await bobRows();
+      const attempts: [string, string[]][] = [
+        ['statements', forgedWrites(uuid())],
+        ['DO block', [`DO $$ ${frame}\n${body(uuid())} $$`]],
+        ['nested DO', [`DO $outer$ BEGIN EXECUTE ${'$x$'}DO $inner$ ${body(uuid())} $inner$${'$x$'}; END $outer$`]],
+        ['sync table, managed frame', [`UPDATE ${managedFrame} sync.user_state SET latest_bundle_seq = 0 WHERE user_pk = ${bobPk}`]],
+        ['sync table in a DO block', [`DO $$ BEGIN DELETE ${managedFrame} FROM sync.bundle_log WHERE user_pk = ${bobPk}; END $$`]],
+      ];
+      for (const [what, statements] of attempts) {
+        const error = await asDml(...statements);
+        expect(error?.code, `${what}: ${error?.message}`).toBe('42501');
+      }
+      expect(await bobRows()).toBe(before);
+      expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.capture_rows`)).rows[0].n).toBe(0);
+      expect((await s.t.exec(`SELECT latest_bundle_seq::int AS n FROM sync.user_state WHERE user_pk = $1`, [bobPk])).rows[0].n).toBe(1);
+    });
+
+    it('functions the role owns — named like a managed one, in sync or another schema, SECURITY DEFINER — open nothing', async () => {
+      const before = await bobRows();
+      const fn = (name: string, extra = ''): string =>
+        `CREATE FUNCTION ${name} RETURNS void LANGUAGE plpgsql ${extra} AS $fn$ ${frame}\n${body(uuid())} $fn$`;
+      const attempts: [string, string[]][] = [
+        ['an overload in sync', [fn('sync.push_commit(integer)'), 'SELECT sync.push_commit(1)']],
+        ['same name in another schema', [fn('evil.push_commit()'), 'SET LOCAL search_path = evil, sync', 'SELECT push_commit()']],
+        ['SECURITY DEFINER of its own', [fn('evil.forge()', 'SECURITY DEFINER SET search_path = sync, pg_catalog'), 'SELECT evil.forge()']],
+        ['server_bundle_begin as itself', [`SELECT sync.server_bundle_begin('bob', 'server:forged')`,
+          `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${uuid()}', 'bob', 'forged')`,
+          `SELECT sync.server_bundle_finish(${defaultLimits.retainedBundlesPerUser})`]],
+      ];
+      for (const [what, statements] of attempts) {
+        const error = await asDml(...statements);
+        expect(error?.code, `${what}: ${error?.message}`).toBe('42501');
+      }
+      expect(await bobRows()).toBe(before);
+    });
+
+    it('role tricks: SET ROLE or SESSION AUTHORIZATION to the owner is refused, and nothing is written', async () => {
+      const owner = (await s.t.exec(`SELECT nspowner::regrole::text AS owner FROM pg_namespace WHERE nspname = 'sync'`)).rows[0].owner as string;
+      for (const trick of [`SET ROLE ${owner}`, `SET SESSION AUTHORIZATION ${owner}`, `SET LOCAL ROLE ${owner}`]) {
+        const error = await asDml(trick, ...forgedWrites(uuid()));
+        expect(error?.code, `${trick}: ${error?.message}`).toBe('42501');
+      }
+      // RESET ROLE leaves the role itself; SET ROLE NONE too.
+      const error = await asDml('SET ROLE NONE', ...forgedWrites(uuid()));
+      expect(error?.code, error?.message).toBe('42501');
+      expect(error?.message).toMatch(/owns the sync schema/);
+    });
+
+    it('the owner\'s managed functions still serve every user after all that', async () => {
+      await pushOk(alice, [list(uuid(), 'still fine')], { sourceBundleId: 2 });
+      const pulled = await s.client('bob').get('/sync/pull?after_bundle_seq=0');
+      expectStatus(pulled, 200);
+      const snapshot = await s.client('bob').post('/sync/snapshot-sessions', {});
+      const page = await s.client('bob').get(`/sync/snapshot-sessions/${snapshot.body.snapshot_id}`);
+      expect(page.body.rows.length).toBe(pulled.body.bundles.flatMap((b: any) => b.rows).length);
+    });
+  });
 });

@@ -29,7 +29,7 @@ import { defaultLimits } from '../limits.js';
 import { LAYOUT_VERSION, servable } from '../layout/version.js';
 import { buildCatalog, adoptionSourceSql, type CatalogEntry } from '../sync/catalog/table-sql.js';
 import { triggerSpecs, type TriggerSpec } from '../sync/capture/triggers.js';
-import { ROOT_TRIGGERS } from '../sync/catalog/names.js';
+import { FIXED_KEY_TRIGGER, ROOT_TRIGGERS } from '../sync/catalog/names.js';
 import { introspectTable, type TableInfo } from './introspect.js';
 import { validateEnvelope } from './validate-envelope.js';
 import { describeLayout, diffDescriptions, type DescriptionFormat } from './describe.js';
@@ -235,7 +235,8 @@ async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], ret
         SELECT to_regclass(${`${quoteIdent(r.schema)}.${quoteIdent(r.table)}`})::oid
         UNION SELECT i.inhrelid FROM pg_inherits i JOIN rel ON i.inhparent = rel.oid)
       SELECT oid::regclass::text AS relation FROM rel WHERE oid IS NOT NULL`);
-    const drops = relations.flatMap(({ relation }) => ROOT_TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${name} ON ${relation}`));
+    // The root comes first: dropping its fixed-key trigger drops the clones on its partitions.
+    const drops = relations.flatMap(({ relation }) => [...ROOT_TRIGGERS, FIXED_KEY_TRIGGER].map((name) => `DROP TRIGGER IF EXISTS ${name} ON ${relation}`));
     if (drops.length) await tx.simple(drops.join(';\n'));
   }
 }

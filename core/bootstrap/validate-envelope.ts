@@ -104,7 +104,12 @@ function checkTable(info: TableInfo, registered: readonly RegisteredTableDecl[],
  * referencing columns of a scoped foreign key include the hidden scope: without a list, every
  * delete of a parent would null `_sync_scope_id` (NOT NULL: the delete is rejected, naming a
  * column the client never sees) or reset it to a default (the row would change hands).
- * PostgreSQL takes a column list on delete only, so on update these actions are refused.
+ * On update every action is accepted (rule 9): a sync key and `_sync_scope_id` never change on
+ * any path (sync.capture refuses such an UPDATE, push cannot express one), so an ON UPDATE action
+ * of a foreign key to a sync key can never fire. One to other unique columns fires when they
+ * change; SET NULL / SET DEFAULT there reach `_sync_scope_id` too, and that UPDATE is refused
+ * (a NOT NULL violation, or capture's refusal of a scope change): a typed rejection, never a row
+ * that changes hands.
  */
 function checkSettingActions(table: string, fk: ForeignKeyInfo, out: SchemaViolation[]): void {
   if (!fk.columns.includes(SCOPE_COLUMN)) return;
@@ -115,13 +120,6 @@ function checkSettingActions(table: string, fk: ForeignKeyInfo, out: SchemaViola
       rule: '9', table, object: fk.name,
       message: `ON DELETE ${fk.deleteAction} would set ${SCOPE_COLUMN} too, so every delete of a parent fails; ` +
         `name the columns to set: ON DELETE ${fk.deleteAction} (${others.join(', ')})`,
-    });
-  }
-  if (fk.updateAction === 'SET NULL' || fk.updateAction === 'SET DEFAULT') {
-    out.push({
-      rule: '9', table, object: fk.name,
-      message: `ON UPDATE ${fk.updateAction} would set ${SCOPE_COLUMN} too (PostgreSQL takes no column list on update); ` +
-        'use ON UPDATE NO ACTION, RESTRICT or CASCADE',
     });
   }
 }

@@ -71,3 +71,9 @@ function reserve(limits: Limits, bytes: number): number {
 
 /** SQLSTATE of finalize_bundle's refusal of a row no response could carry (→ 413 payload_too_large). */
 export const ROW_TOO_LARGE_SQLSTATE = 'LS413';
+
+/**
+ * SQLSTATE of capture's refusal of an UPDATE that changes a sync key or `_sync_scope_id`
+ * (class 23, so a commit answers it as `push_rejected`; a server write throws KeyChangeRefused).
+ */
+export const KEY_CHANGE_SQLSTATE = '23LS1';

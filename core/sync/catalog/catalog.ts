@@ -10,7 +10,7 @@ import { SyncError } from '../../errors.js';
 import { LAYOUT_VERSION, MIN_SERVED_LAYOUT, servable, type LayoutUnavailableReason } from '../../layout/version.js';
 import { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
 import { compareColumns, type CatalogColumn } from './compat.js';
-import { ROOT_TRIGGERS, SCOPE_COLUMN } from './names.js';
+import { FIXED_KEY_LAYOUT, FIXED_KEY_TRIGGER, ROOT_TRIGGERS, SCOPE_COLUMN } from './names.js';
 
 export type KeyKind = 'uuid' | 'text';
 
@@ -109,7 +109,8 @@ export function evaluateLayout(state: LayoutState, build: BuildRange = THIS_BUIL
     for (const c of diff.widened) pending.push(`column ${name}.${c.name} widened from ${c.from} to ${c.to}`);
     for (const c of diff.added) pending.push(`column ${name}.${c.name} (${c.type}) is not synced yet`);
     for (const c of diff.nullability) pending.push(`column ${name}.${c.name} is now ${c.nullable ? 'nullable' : 'NOT NULL'}`);
-    for (const trigger of ROOT_TRIGGERS) {
+    // A layout before 14 is served without the fixed-key trigger (bootstrap adds it when it migrates).
+    for (const trigger of layoutVersion >= FIXED_KEY_LAYOUT ? [...ROOT_TRIGGERS, FIXED_KEY_TRIGGER] : ROOT_TRIGGERS) {
       const enabled = t.live.triggers[trigger];
       if (enabled === undefined) drift.push(`trigger ${trigger} on ${name} is missing`);
       else if (enabled !== 'O') drift.push(`trigger ${trigger} on ${name} is disabled`);

@@ -14,3 +14,12 @@ export const ROOT_TRIGGERS = [
   '_lockstep_capture_update',
   '_lockstep_capture_delete',
 ] as const;
+
+/**
+ * The row trigger refusing a change of a sync key or `_sync_scope_id` (layout 14 on), on the root
+ * and on inheritance children (partitions carry PostgreSQL's clone of the root's).
+ */
+export const FIXED_KEY_TRIGGER = '_lockstep_fixed_key';
+
+/** The first layout whose registered tables carry FIXED_KEY_TRIGGER. */
+export const FIXED_KEY_LAYOUT = 14;

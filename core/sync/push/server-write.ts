@@ -7,9 +7,9 @@
 import { sql, type Db, type Queryable } from '../../db/index.js';
 import { type BundleSummary } from '../../protocol/index.js';
 import { type CommitNotifier } from '../notify/connections.js';
-import { SyncError } from '../../errors.js';
+import { KeyChangeRefusedError, SyncError } from '../../errors.js';
 import { defaultLimits } from '../../limits.js';
-import { rowWireBytesMax, ROW_TOO_LARGE_SQLSTATE } from '../context.js';
+import { rowWireBytesMax, KEY_CHANGE_SQLSTATE, ROW_TOO_LARGE_SQLSTATE } from '../context.js';
 
 export interface ServerWriteOptions {
   readonly userId: string;
@@ -31,6 +31,11 @@ export interface ServerWriteResult<T> {
   readonly bundle: BundleSummary | null;
 }
 
+/**
+ * Runs `fn` inside a server bundle of `options.userId` and commits what it changed as one bundle.
+ * An UPDATE that changes a sync key or `_sync_scope_id` throws KeyChangeRefusedError (nothing is
+ * committed); a row no response could carry throws `payload_too_large`.
+ */
 export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (tx: Queryable, scopeId: string) => Promise<T>): Promise<ServerWriteResult<T>> {
   const written = await db.runTx(async (tx) => {
     await tx.query(sql`SELECT sync.server_bundle_begin(${options.userId}, ${options.sourceId})`);
@@ -44,6 +49,13 @@ export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (t
       if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
       throw error;
     }
+  }).catch((error: unknown) => {
+    const e = error as { code?: unknown; message?: unknown; table?: unknown; schema?: unknown; column?: unknown };
+    if (e.code === KEY_CHANGE_SQLSTATE) {
+      const table = typeof e.schema === 'string' && typeof e.table === 'string' ? `${e.schema}.${e.table}` : null;
+      throw new KeyChangeRefusedError(String(e.message), table, typeof e.column === 'string' ? e.column : null);
+    }
+    throw error;
   });
   // After the commit, never inside it: a device told too early would pull before the bundle exists.
   if (written.bundle && options.notifier) await options.notifier.committed(db, options.userId).catch(() => undefined);

@@ -1,0 +1,24 @@
+/**
+ * Layout version 14: isolation, second pass (issue 26).
+ * - The guards rest on identity: only a role with the privileges of the `sync` schema's owner
+ *   opens a bundle context, writes a registered table or a `sync` table. The call stack
+ *   (PG_CONTEXT, which includes statement text) is kept only as a check on the owner's own SQL,
+ *   so a DML role can no longer forge a managed function's frame in a comment.
+ * - A sync key and `_sync_scope_id` never change: a row trigger on every registered table
+ *   (`_lockstep_fixed_key`, calling sync.refuse_key_change; bootstrap installs it on every table
+ *   that lacks it, as it does every reserved trigger) refuses such an UPDATE before the row is
+ *   written (SQLSTATE 23LS1), and capture refuses one too, so every ON UPDATE action of the
+ *   specification's rule 9 is accepted: none can fire.
+ *
+ * New bodies of functions with unchanged signatures; an older build calls them the same way:
+ * min_safe_version stays 13.
+ */
+import { type Migration } from './migration.js';
+import { captureSql, guardBundleContextSql, guardManagedSql, guardSql, refuseKeyChangeSql } from '../../sync/capture/capture.sql.js';
+
+export const migration0014: Migration = {
+  version: 14,
+  minSafeVersion: 13,
+  description: 'isolation: guards rest on the owner role; sync keys and scopes never change',
+  functions: [guardSql, guardBundleContextSql, guardManagedSql, captureSql, refuseKeyChangeSql],
+};
