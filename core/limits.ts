@@ -57,6 +57,11 @@ export interface Limits {
    * for the others (at least one connection each).
    */
   readonly poolSharePerUserPercent: number;
+  /**
+   * Connections of a container's pool the unauthenticated routes (`/syncx/status`, health) hold at
+   * once, whatever their load: they never take a user's part of the pool (core/db/fair-share.ts).
+   */
+  readonly anonymousConnectionsMax: number;
   /** Rows deleted per statement by maintenance, so it never holds locks for long. */
   readonly maintenanceBatchRows: number;
   /**
@@ -150,6 +155,7 @@ export const defaultLimits: Limits = Object.freeze({
   idleInTransactionTimeoutMs: 30_000,
   clientCheckIntervalMs: 2_000,
   poolSharePerUserPercent: 50,
+  anonymousConnectionsMax: 1,
   maintenanceBatchRows: 5000,
   maxKeyBytes: 1024,
   maxJsonDepth: 64,

@@ -21,7 +21,8 @@ export const routes: readonly Route[] = [
     path: '/syncx/health',
     auth: false,
     run: async (_req, ctx) => {
-      const h = await health(ctx.db);
+      // Coalesced, and on the unauthenticated routes' own place in the pool (functions/edge/handler.ts).
+      const h = await ctx.runtime.shared('health', () => health(ctx.db));
       if (h.status === 'healthy') return { status: 200, body: h };
       return { status: 503, body: h, headers: { 'retry-after': String(ctx.runtime.config.limits.unavailableRetryAfterSeconds) } };
     },
@@ -31,8 +32,11 @@ export const routes: readonly Route[] = [
     path: '/syncx/status',
     auth: false,
     run: async (_req, ctx) => {
-      const { catalog, limits } = await ctx.sync();
-      return { status: 200, body: await status(ctx.db, catalog, limits) };
+      const body = await ctx.runtime.shared('status', async () => {
+        const { catalog, limits } = await ctx.sync();
+        return status(ctx.db, catalog, limits);
+      });
+      return { status: 200, body };
     },
   },
   {

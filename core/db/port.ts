@@ -14,8 +14,8 @@
  * The server's own bounds (statement and lock timeouts, installed by bootstrap) fire first; these
  * catch what they cannot, and always before the function itself is killed.
  */
-import { SyncError } from '../errors.js';
 import { type SqlFragment } from './sql.js';
+import { type PoolShare } from './fair-share.js';
 
 export interface QueryResultLike {
   rows: Record<string, unknown>[];
@@ -96,6 +96,19 @@ function timedOut(message: string): Error {
 }
 
 /**
+ * A wait that ran out before anything was sent (no connection, or no time left to send): the
+ * database never saw the statement, so its outcome is known — nothing happened (see neverSent).
+ */
+function notSent(message: string): Error {
+  return Object.assign(timedOut(message), { notSent: true });
+}
+
+/** True when `error` failed a statement before it reached the database: nothing was sent. */
+export function neverSent(error: unknown): boolean {
+  return (error as { notSent?: unknown } | null)?.notSent === true;
+}
+
+/**
  * True when the connection cannot be trusted after this error: no SQLSTATE (a socket error, a
  * client-side timeout with the statement maybe still running), or the server ended the session.
  * An ordinary SQL error leaves the connection usable, so it goes back to the pool.
@@ -129,64 +142,6 @@ function within<T>(promise: Promise<T>, ms: number, error: () => Error, onLate?:
   });
 }
 
-/**
- * A share of the pool per user: one user's requests hold at most `perOwner` connections at once,
- * so a user whose work is stuck (waiting on a lock, a slow statement) leaves the rest of the pool
- * to the others. Requests beyond the share wait for one of the user's own to finish, at most the
- * connect timeout, then answer 429 rate_limited.
- */
-export class PoolShare {
-  private readonly held = new Map<string, number>();
-  private readonly waiting = new Map<string, Array<() => void>>();
-
-  constructor(readonly perOwner: number) {}
-
-  async acquire(owner: string, timeoutMs: number): Promise<() => void> {
-    const have = this.held.get(owner) ?? 0;
-    if (have < this.perOwner) {
-      this.held.set(owner, have + 1);
-      return this.releaser(owner);
-    }
-    await new Promise<void>((resolve, reject) => {
-      const queue = this.waiting.get(owner) ?? [];
-      this.waiting.set(owner, queue);
-      let granted = false;
-      const grant = (): void => {
-        granted = true;
-        clearTimeout(timer);
-        resolve();
-      };
-      queue.push(grant);
-      const timer = setTimeout(() => {
-        if (granted) return;
-        queue.splice(queue.indexOf(grant), 1);
-        if (queue.length === 0) this.waiting.delete(owner);
-        reject(new SyncError('rate_limited', `this user already has ${this.perOwner} requests waiting on the database; retry later`,
-          { limit: 'pool_share_per_user' }, 1));
-      }, Math.max(0, timeoutMs));
-    });
-    return this.releaser(owner);
-  }
-
-  private releaser(owner: string): () => void {
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      // A waiting request of the same user takes the place over; otherwise it is freed.
-      const next = this.waiting.get(owner)?.shift();
-      if (next) {
-        if (this.waiting.get(owner)?.length === 0) this.waiting.delete(owner);
-        next();
-        return;
-      }
-      const have = (this.held.get(owner) ?? 1) - 1;
-      if (have <= 0) this.held.delete(owner);
-      else this.held.set(owner, have);
-    };
-  }
-}
-
 class ClientQueryable implements Queryable {
   /** Set when a statement ran out of time: the connection may still be busy, so it is dropped. */
   broken: Error | undefined;
@@ -200,7 +155,7 @@ class ClientQueryable implements Queryable {
   private run(text: string, values?: unknown[]): Promise<QueryResultLike | QueryResultLike[]> {
     if (this.broken) return Promise.reject(this.broken);
     const limit = this.limitMs();
-    if (limit <= 0) return Promise.reject(timedOut('the request ran out of time before the statement was sent'));
+    if (limit <= 0) return Promise.reject(notSent('the request ran out of time before the statement was sent'));
     this.roundTrips.count++;
     const sent = values === undefined ? this.client.query(text) : this.client.query(text, values);
     return within(sent, limit, () => {
@@ -255,15 +210,17 @@ export class Db implements Queryable {
    */
   private async checkout(): Promise<{ client: PoolClientLike; giveBack: (error?: Error) => void }> {
     const waitMs = Math.min(this.defaults.connectTimeoutMs ?? Infinity, this.remainingMs());
-    if (waitMs <= 0) throw timedOut('the request ran out of time before it reached the database');
+    if (waitMs <= 0) throw notSent('the request ran out of time before it reached the database');
     const started = Date.now();
     const leave = this.share && this.scope.owner !== undefined ? await this.share.acquire(this.scope.owner, Number.isFinite(waitMs) ? waitMs : 60_000) : () => {};
     let client: PoolClientLike;
     try {
       const left = waitMs - (Date.now() - started);
-      client = await within(this.pool.connect(), left, () => timedOut('timeout exceeded when trying to connect'), (late) => late.release());
+      client = await within(this.pool.connect(), left, () => notSent('timeout exceeded when trying to connect'), (late) => late.release());
     } catch (error) {
       leave();
+      // No connection, so no statement was sent on it.
+      if (error !== null && typeof error === 'object') Object.assign(error, { notSent: true });
       throw error;
     }
     let died: Error | undefined;

@@ -4,7 +4,7 @@
  */
 import { SyncError } from '../../core/errors.js';
 import { type Limits } from '../../core/limits.js';
-import { type Db } from '../../core/db/index.js';
+import { ANONYMOUS_OWNER, type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
 import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
@@ -170,8 +170,10 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       const request: EdgeRequest = { ...base, params };
       if (route.auth === 'operator') requireOperator(request);
       if (route.auth === true) actor = actorOf(request, runtime.config.userIdClaim);
-      // An authenticated request waits on the database within its user's share of the pool.
+      // An authenticated request waits on the database within its user's share of the pool; the
+      // unauthenticated routes (status, health) share a place of their own.
       if (route.auth === true) db = runtime.db.forRequest({ owner: actor.userId, deadline });
+      else if (route.auth !== 'operator') db = runtime.db.forRequest({ owner: ANONYMOUS_OWNER, deadline });
       const requestDb = db;
       const rt = runtime;
       const ctx: RouteContext = {

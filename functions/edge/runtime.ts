@@ -3,7 +3,7 @@
  * request lives here; Lambda reuses it across warm invocations.
  */
 import { loadConfig, type Config } from '../../core/config.js';
-import { Db, PoolShare, type PoolLike, type Queryable } from '../../core/db/index.js';
+import { ANONYMOUS_OWNER, Db, PoolShare, type PoolLike, type Queryable } from '../../core/db/index.js';
 import { type DatabaseSecret } from '../../core/db/secret.js';
 import { noteDatabaseError, openDatabase } from './database.js';
 import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
@@ -38,6 +38,11 @@ export interface Runtime {
   readonly notifier: CommitNotifier | undefined;
   /** Logs and metrics: Powertools in Lambda, the console elsewhere. */
   readonly telemetry: Telemetry;
+  /**
+   * Runs `run` once for all callers of `key` while it is in flight, so a flood of unauthenticated
+   * reads (status, health) costs the database one query at a time, whoever asks.
+   */
+  shared<T>(key: string, run: () => Promise<T>): Promise<T>;
 }
 
 /** What a runtime may be given besides its pool. */
@@ -55,8 +60,10 @@ export interface RuntimeServices {
  */
 export function createRuntime(config: Config, pool: PoolLike, build: BuildRange = THIS_BUILD, services: RuntimeServices = {}): Runtime {
   const { limits } = config;
-  // Each user may hold this many of the container's connections at once (at least one).
-  const share = new PoolShare(Math.max(1, Math.floor((config.dbPoolMax * limits.poolSharePerUserPercent) / 100)));
+  // Each user may hold this many of the container's connections at once (at least one), fewer
+  // while other users are active (core/db/fair-share.ts); the unauthenticated routes share one.
+  const share = new PoolShare(Math.max(1, Math.floor((config.dbPoolMax * limits.poolSharePerUserPercent) / 100)), config.dbPoolMax,
+    new Map([[ANONYMOUS_OWNER, limits.anonymousConnectionsMax]]));
   const db = new Db(pool, {
     statementTimeoutMs: limits.statementTimeoutMs,
     lockTimeoutMs: limits.lockTimeoutMs,
@@ -65,7 +72,15 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
   }, undefined, share);
   let cached: Promise<Catalog> | undefined;
   let loadedAt = 0;
+  const inFlight = new Map<string, Promise<unknown>>();
   return {
+    shared<T>(key: string, run: () => Promise<T>): Promise<T> {
+      const running = inFlight.get(key);
+      if (running) return running as Promise<T>;
+      const started = run().finally(() => inFlight.delete(key));
+      inFlight.set(key, started);
+      return started;
+    },
     config,
     db,
     pending: new PendingCounters(),

@@ -3,7 +3,7 @@
  * is an outcome — committed, a conflict, or a rejection by a business constraint — or, when the
  * connection broke while it ran, `commit_outcome_unknown`.
  */
-import { sql, type SqlFragment } from '../../db/index.js';
+import { neverSent, sql, type SqlFragment } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
 import { logEvent } from '../../log.js';
 import { type CommitResponse, type Conflict } from '../../protocol/index.js';
@@ -152,6 +152,10 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     // A committed row no response could carry: the statement failed, so nothing committed.
     if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
     if (certainlyRolledBack(error)) throw error;
+    // Nothing reached the database (no place in this user's share of the pool: 429 rate_limited;
+    // no connection: 503): the outcome is known, the session is still staged, and the client
+    // retries the commit, never the upload.
+    if (error instanceof SyncError || neverSent(error)) throw error;
     // Counted even when the database is unreachable now: kept by the runtime until it answers.
     await ctx.db.query(sql`SELECT sync.count('commit_outcome_unknown', 1)`).catch(() => {
       ctx.pending.add('commit_outcome_unknown');
