@@ -26,6 +26,7 @@ import { historyScalingBenchmark } from './scaling-history.js';
 import { ownHistoryBenchmark } from './own-history.js';
 import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
+import { fairShareBenchmark } from './fair-share.js';
 import { roundTripsBenchmark } from './round-trips.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
@@ -44,6 +45,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   ownHistoryBenchmark,
   bundleSizeBenchmark,
   concurrencyBenchmark,
+  fairShareBenchmark,
   roundTripsBenchmark,
 ];
 

@@ -96,7 +96,8 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
     admin.on('error', () => {});
     await admin.query(BENCH_SCHEMA_SQL);
     const pool = await createPool({ connectionString: databaseUrl, max: RUNTIME_POOL_MAX, driver: 'pg' });
-    const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench' });
+    // The runtime's notion of its pool (the fair share's places) is the pool it is given.
+    const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench', SYNC_DB_POOL_MAX: String(RUNTIME_POOL_MAX) });
     const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
     await bootstrap(db, { tables: BENCH_TABLES });
     const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
