@@ -9,16 +9,25 @@
  *   that lacks it, as it does every reserved trigger) refuses such an UPDATE before the row is
  *   written (SQLSTATE 23LS1), and capture refuses one too, so every ON UPDATE action of the
  *   specification's rule 9 is accepted: none can fire.
+ * - A rejected push session is closed with its answer (`push_sessions.rejection`, written by
+ *   sync.note_outcome): a repeated commit answers it again from sync.push_commit without applying
+ *   the bundle or searching for the row, and the session stops counting against the caps.
  *
  * New bodies of functions with unchanged signatures; an older build calls them the same way:
  * min_safe_version stays 13.
  */
 import { type Migration } from './migration.js';
+import { pushCommitSql } from '../../sync/push/commit.sql.js';
+import { noteOutcomeSql } from '../../sync/status/user-status.sql.js';
 import { captureSql, guardBundleContextSql, guardManagedSql, guardSql, refuseKeyChangeSql } from '../../sync/capture/capture.sql.js';
 
 export const migration0014: Migration = {
   version: 14,
   minSafeVersion: 13,
   description: 'isolation: guards rest on the owner role; sync keys and scopes never change',
-  functions: [guardSql, guardBundleContextSql, guardManagedSql, captureSql, refuseKeyChangeSql],
+  statements: [
+    // The answer a rejected session gives again (status 'rejected'); NULL for every other session.
+    'ALTER TABLE sync.push_sessions ADD COLUMN rejection jsonb',
+  ],
+  functions: [guardSql, guardBundleContextSql, guardManagedSql, captureSql, refuseKeyChangeSql, pushCommitSql, noteOutcomeSql],
 };

@@ -142,6 +142,10 @@ BEGIN
   IF v_ps.status = 'committed' THEN
     RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_ps.bundle_seq);
   END IF;
+  -- A rejected session answers its rejection again, as sync.note_outcome remembered it.
+  IF v_ps.status = 'rejected' THEN
+    RETURN v_ps.rejection || jsonb_build_object('remembered', true);
+  END IF;
   IF v_ps.expires_at <= now() THEN
     RETURN sync.err('push_session_expired', format('push session %s expired', p_push));
   END IF;

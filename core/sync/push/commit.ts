@@ -176,6 +176,10 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     await noteOutcome(ctx, actor, 'conflict', { push_id: pushId, message: outcome.message, conflict: outcome.conflict, conflict_count: outcome.conflictCount });
     return outcome;
   }
+  // The session was rejected before: the same answer, remembered on it (nothing applied or searched again).
+  if (body['error'] === 'push_rejected' && body['remembered'] === true) {
+    return { kind: 'rejected', message: String(body['message']), violation: body['violation'] as Violation };
+  }
   if (body['error'] === 'push_rejected') {
     const v = body['violation'] as Omit<Violation, 'key'>;
     const message = String(body['message']);

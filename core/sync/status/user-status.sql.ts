@@ -26,6 +26,7 @@ RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
   v_user_pk bigint;
   v_note jsonb;
+  v_bytes bigint;
 BEGIN
   SELECT user_pk INTO v_user_pk FROM sync.user_state WHERE user_id = p_user_id;
   IF v_user_pk IS NULL OR p_kind NOT IN ('conflict', 'rejection') THEN
@@ -41,6 +42,20 @@ BEGIN
     last_conflict = CASE WHEN p_kind = 'conflict' THEN v_note ELSE o.last_conflict END,
     last_rejection_at = CASE WHEN p_kind = 'rejection' THEN now() ELSE o.last_rejection_at END,
     last_rejection = CASE WHEN p_kind = 'rejection' THEN v_note ELSE o.last_rejection END;
+  -- The rejected session is closed with its answer (layout 14): a repeated commit gets the same
+  -- answer from sync.push_commit without applying the bundle again or searching for the row, and
+  -- the session no longer counts against the user's caps.
+  IF p_kind = 'rejection' AND p_detail ? 'push_id' THEN
+    UPDATE sync.push_sessions SET status = 'rejected', rejection = jsonb_build_object('error', 'push_rejected',
+        'message', p_detail->>'message', 'violation', p_detail->'violation')
+     WHERE push_id = (p_detail->>'push_id')::uuid AND user_pk = v_user_pk AND status = 'staging'
+    RETURNING byte_count INTO v_bytes;
+    IF FOUND THEN
+      UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_bytes
+       WHERE user_pk = v_user_pk;
+      DELETE FROM sync.push_session_rows WHERE push_id = (p_detail->>'push_id')::uuid;
+    END IF;
+  END IF;
 END
 $fn$
 `);
