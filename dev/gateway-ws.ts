@@ -4,14 +4,15 @@
  * (`?token=<JWT>&source_id=<source>`, or the Authorization and Sync-Source-ID headers for clients
  * that can send them), and fed by the process's commit feed: one LISTEN connection hears every
  * commit of the database (pushes, server writes, other processes), and each signal goes straight
- * to that user's sockets, without a query per commit or per socket.
+ * to that user's sockets, without a query per commit or per socket. A socket lives no longer than
+ * its token: it is closed (1008, "token expired") at the token's `exp`.
  */
 import { type IncomingMessage, type Server } from 'node:http';
 import { type Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { type JWTPayload } from 'jose';
 import { sql } from '../core/db/index.js';
-import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
+import { isStorableUserId, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
 import { NOTIFY_LAYOUT_VERSION } from '../core/sync/notify/connections.js';
 import { type Runtime } from '../functions/index.js';
 
@@ -40,7 +41,8 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     const token = url.searchParams.get(WS_TOKEN_PARAM);
     const claims = await verify(token ? `Bearer ${token}` : req.headers.authorization);
     const userId = claims?.[runtime.config.userIdClaim];
-    if (typeof userId !== 'string' || userId.length === 0) return refuse(socket, 401, 'authentication_failed', 'a valid token is required');
+    // The HTTP routes' user id check (core/protocol/user-id.ts): no id one entrance refuses gets in by another.
+    if (!isStorableUserId(userId)) return refuse(socket, 401, 'authentication_failed', 'a valid token is required');
     const sourceId = url.searchParams.get(WS_SOURCE_PARAM) ?? req.headers[SOURCE_ID_HEADER];
     if (typeof sourceId !== 'string' || !SOURCE_ID_PATTERN.test(sourceId)) return refuse(socket, 400, 'invalid_request', `${WS_SOURCE_PARAM} must be 1-128 characters of [A-Za-z0-9._:-]`);
     const feed = runtime.feed;
@@ -50,11 +52,38 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     if (layout < NOTIFY_LAYOUT_VERSION) return refuse(socket, 503, 'service_unavailable', `push notifications need sync layout ${NOTIFY_LAYOUT_VERSION}: run bootstrap`);
     const open = perUser.get(userId) ?? 0;
     if (open >= runtime.config.limits.maxWsConnectionsPerUser) return refuse(socket, 429, 'rate_limited', 'too many WebSocket connections for this user');
+    // The place is taken now (so concurrent upgrades cannot pass the cap together) and given back
+    // by the socket's close, unless the handshake completes and the WebSocket owns it: a request
+    // ws refuses (no Sec-WebSocket-Key, a wrong version) never calls back, and used to keep it.
     perUser.set(userId, open + 1);
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, userId));
+    let served = false;
+    socket.once('close', () => {
+      if (!served) release(userId);
+    });
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      served = true;
+      serve(ws, userId, typeof claims?.exp === 'number' ? claims.exp : undefined);
+    });
   }
 
-  function serve(ws: WebSocket, userId: string): void {
+  function release(userId: string): void {
+    const left = (perUser.get(userId) ?? 1) - 1;
+    if (left > 0) perUser.set(userId, left);
+    else perUser.delete(userId);
+  }
+
+  /** `exp`: the token's expiry (seconds since the epoch); the socket is closed then (1008, "token expired"). */
+  function serve(ws: WebSocket, userId: string, exp: number | undefined): void {
+    let expiry: NodeJS.Timeout | undefined;
+    if (exp !== undefined) {
+      // Timers hold at most 2^31-1 ms (~24.8 days); a later expiry is checked again then.
+      const arm = (): void => {
+        const left = exp * 1000 - Date.now();
+        if (left <= 0) ws.close(1008, 'token expired');
+        else expiry = setTimeout(arm, Math.min(left, 2 ** 31 - 1));
+      };
+      arm();
+    }
     const feed = runtime.feed;
     let lastSent = -1;
     const send = (latest: number) => {
@@ -75,10 +104,9 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     ws.on('message', () => alive.add(ws));
     ws.on('error', () => ws.terminate());
     ws.on('close', () => {
+      clearTimeout(expiry);
       unsubscribe?.();
-      const left = (perUser.get(userId) ?? 1) - 1;
-      if (left > 0) perUser.set(userId, left);
-      else perUser.delete(userId);
+      release(userId);
     });
   }
 

@@ -2,7 +2,9 @@
  * Lambda: GET /sync/capabilities, the unauthenticated /syncx/health, /syncx/status and
  * /syncx/openapi.json, and the operator's GET /syncx/operator/users/{user_id} (IAM-authorized).
  */
+import { SyncError } from '../core/errors.js';
 import { openApiDocument } from '../core/protocol/openapi.js';
+import { userIdProblem } from '../core/protocol/index.js';
 import { capabilities, health, status, userStatus } from '../core/sync/index.js';
 import { createHandler, type Route } from './edge/handler.js';
 
@@ -43,7 +45,14 @@ export const routes: readonly Route[] = [
     method: 'GET',
     path: '/syncx/operator/users/{user_id}',
     auth: 'operator',
-    run: async (req, ctx) => ({ status: 200, body: await userStatus(ctx.db, req.params['user_id'] as string) }),
+    run: async (req, ctx) => {
+      // The same user id check as every other entrance: an id no user can have is a 400, never a
+      // statement PostgreSQL refuses (U+0000 was a 500).
+      const userId = req.params['user_id'];
+      const problem = userIdProblem(userId);
+      if (problem !== null || userId === undefined) throw new SyncError('invalid_request', `user_id: ${problem ?? 'no user id'}`);
+      return { status: 200, body: await userStatus(ctx.db, userId) };
+    },
   },
   {
     method: 'GET',

@@ -57,7 +57,7 @@ export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFrom
       const sourceId = query[WS_SOURCE_PARAM] ?? '';
       if (!SOURCE_ID_PATTERN.test(sourceId)) throw new SyncError('invalid_request', `${WS_SOURCE_PARAM} must be 1-128 characters of [A-Za-z0-9._:-]`);
       requireNotifyLayout((await runtime.catalog(db)).layoutVersion);
-      await registerConnection(db, runtime.config.limits, { userId, sourceId }, connectionId);
+      await registerConnection(db, runtime.config.limits, { userId, sourceId }, connectionId, typeof claims?.exp === 'number' ? claims.exp : undefined);
       return { statusCode: 200 };
     } catch (error) {
       const answer = errorAnswer(error, runtime?.config.limits.unavailableRetryAfterSeconds);

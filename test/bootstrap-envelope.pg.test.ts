@@ -142,7 +142,7 @@ describe('bootstrap envelope (rules 1–10)', () => {
     // PostgreSQL has no ON DELETE/UPDATE action outside rule 9's list and does not implement
     // MATCH PARTIAL, so rule 9 can only be shown from the accepting side: each action passes,
     // SET NULL and SET DEFAULT on delete with the column list that leaves the scope alone; every
-    // action on update as it is (issue 26 item 1: the specification's rule 9 allows ON UPDATE SET
+    // action on update as it is (issue 26 item 1: rule 9 of docs/protocol.md §11 allows ON UPDATE SET
     // NULL and SET DEFAULT; a sync key never changes, so they never fire: test/fixed-keys.pg.test.ts).
     const actions = ['NO ACTION', 'RESTRICT', 'CASCADE', 'SET NULL (parent_id)', 'SET DEFAULT (parent_id)'];
     const children = actions

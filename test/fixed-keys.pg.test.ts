@@ -1,5 +1,5 @@
 /**
- * Issue 26 item 1: the specification's rule 9 allows every ON UPDATE action (NO ACTION, RESTRICT,
+ * Issue 26 item 1: rule 9 (docs/protocol.md §11) allows every ON UPDATE action (NO ACTION, RESTRICT,
  * CASCADE, SET NULL, SET DEFAULT), and bootstrap accepts them; they are harmless because a sync key
  * and `_sync_scope_id` never change on any path (docs/protocol.md §11, rule 9). Both halves:
  * a schema with ON UPDATE SET NULL / SET DEFAULT / CASCADE bootstraps and serves, and every path

@@ -26,3 +26,4 @@ export { PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from './version
 export { wireCategory, type WireCategory } from './wire-types.js';
 export { jsonStringBytes, serializedBytes, serializedBytesWithBody, serializedOver, utf8Bytes } from './wire-bytes.js';
 export { ChangedMessage, PingMessage, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from './notify.js';
+export { USER_ID_MAX_CHARS, isStorableUserId, userIdProblem } from './user-id.js';

@@ -25,7 +25,7 @@ export const HealthResponse = z.discriminatedUnion('status', [
     pending_schema_changes: z.array(z.string()),
     checked_at: z.string(),
   }),
-  z.object({ status: z.literal('unhealthy'), reason: z.enum(['layout_upgrade_required', 'layout_drift', 'database_unreachable']), detail: z.string() }),
+  z.object({ status: z.literal('unhealthy'), reason: z.enum(['layout_upgrade_required', 'layout_drift', 'database_unreachable', 'insufficient_privilege']), detail: z.string() }),
 ]);
 
 /** `GET /syncx/status`: the operator's view; new fields may appear. */
@@ -190,7 +190,7 @@ export const OPERATIONS: readonly Operation[] = [
   },
   {
     method: 'GET', path: '/syncx/health', auth: false, operationId: 'health',
-    summary: 'Readiness: 200 healthy, or 503 unhealthy with the reason (layout_upgrade_required, layout_drift, database_unreachable).',
+    summary: 'Readiness: 200 healthy, or 503 unhealthy with the reason (layout_upgrade_required, layout_drift, database_unreachable, insufficient_privilege).',
     ok: { status: 200, name: 'HealthResponse', schema: HealthResponse },
     other: { 503: { description: 'Unhealthy: status "unhealthy", with the reason and a detail; Retry-After.', name: 'HealthResponse', schema: HealthResponse } },
     errors: [],

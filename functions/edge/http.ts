@@ -93,6 +93,21 @@ export function isLayoutDrift(error: unknown): boolean {
 }
 
 /**
+ * The serving role may not use the `sync` schema (42501 insufficient_privilege: permission denied
+ * for the schema, a table or a function). An operator's misconfiguration, never the client's:
+ * 503 with reason `insufficient_privilege`, as health reports it. (The guards' own 42501 never
+ * reaches a request: a commit answers it as push_rejected.)
+ */
+export function isInsufficientPrivilege(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '42501';
+}
+
+/** What a 503 for insufficient privilege tells the operator. */
+export function insufficientPrivilegeDetail(error: unknown): string {
+  return `the serving role lacks privileges on the sync schema (${(error as Error).message}): connect as the role that owns it, which bootstrap used`;
+}
+
+/**
  * The outcome of a failed request. Every 503 carries `Retry-After`: the error's own interval
  * when it has one, else `retryAfterSeconds` (limits.unavailableRetryAfterSeconds).
  */
@@ -113,6 +128,14 @@ export function errorAnswer(error: unknown, retryAfterSeconds: number = defaultL
     return {
       status: errorRegistry.service_unavailable.status,
       body: { error: 'service_unavailable', message: detail, reason: 'layout_drift', detail },
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    };
+  }
+  if (isInsufficientPrivilege(error)) {
+    const detail = insufficientPrivilegeDetail(error);
+    return {
+      status: errorRegistry.service_unavailable.status,
+      body: { error: 'service_unavailable', message: detail, reason: 'insufficient_privilege', detail },
       headers: { 'retry-after': String(retryAfterSeconds) },
     };
   }

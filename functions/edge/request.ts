@@ -5,7 +5,7 @@
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import type * as z from 'zod/mini';
 import { SyncError } from '../../core/errors.js';
-import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from '../../core/protocol/index.js';
+import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN, userIdProblem } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
 import { serializedBytesWithBody } from '../../core/protocol/wire-bytes.js';
 
@@ -103,19 +103,8 @@ export function pathUuid(request: EdgeRequest, name: string): string {
   return raw.toLowerCase();
 }
 
-/** Longest user id claim accepted (the `sub` of a JWT). */
-const USER_ID_MAX_CHARS = 256;
-// NUL is what PostgreSQL text cannot store: matching it is the point.
-// eslint-disable-next-line no-control-regex
-const UNSTORABLE = /\u0000|\p{Surrogate}/u;
-
-/**
- * A user id claim this service can keep apart from every other: 1–256 characters, none that
- * PostgreSQL text cannot hold (U+0000) or would fold into U+FFFD (a lone surrogate).
- */
-export function isStorableUserId(claim: unknown): claim is string {
-  return typeof claim === 'string' && claim.length > 0 && claim.length <= USER_ID_MAX_CHARS && !UNSTORABLE.test(claim);
-}
+/** The one user id check (core/protocol/user-id.ts), re-exported for the edge's callers. */
+export { isStorableUserId } from '../../core/protocol/index.js';
 
 /**
  * The actor: the trusted user id from the authorizer (JWT claim, or a Lambda authorizer's
@@ -124,14 +113,14 @@ export function isStorableUserId(claim: unknown): claim is string {
 export function actorOf(request: EdgeRequest, userIdClaim: string): Actor {
   const authorizer = request.event.requestContext.authorizer;
   const claim = authorizer?.jwt?.claims?.[userIdClaim] ?? authorizer?.lambda?.['userId'];
-  if (typeof claim !== 'string' || claim.length === 0 || claim.length > USER_ID_MAX_CHARS) {
-    throw new SyncError('authentication_failed', 'no authenticated user: send a valid bearer token');
-  }
   // PostgreSQL text cannot hold U+0000 (the statement would fail: a 500), and a lone surrogate
   // is encoded as U+FFFD on the way to PostgreSQL, so two different claims would share one
   // stream. Neither is a user id this service can keep apart: refused like a missing one.
-  if (UNSTORABLE.test(claim)) {
-    throw new SyncError('authentication_failed', 'the user id claim contains characters PostgreSQL cannot store (U+0000 or a lone surrogate)');
+  const problem = userIdProblem(claim);
+  if (problem !== null || typeof claim !== 'string') {
+    throw new SyncError('authentication_failed', problem === 'no user id' || problem === null
+      ? 'no authenticated user: send a valid bearer token'
+      : `the user id claim is refused: ${problem}`);
   }
   const source = request.headers[SOURCE_ID_HEADER];
   if (source === undefined) throw new SyncError('invalid_request', 'the Sync-Source-ID header is required');

@@ -8,7 +8,7 @@
  *   (`_lockstep_fixed_key`, calling sync.refuse_key_change; bootstrap installs it on every table
  *   that lacks it, as it does every reserved trigger) refuses such an UPDATE before the row is
  *   written (SQLSTATE 23LS1), and capture refuses one too, so every ON UPDATE action of the
- *   specification's rule 9 is accepted: none can fire.
+ *   rule 9 (docs/protocol.md §11) is accepted: none can fire.
  * - A rejected push session is closed with its answer (`push_sessions.rejection`, written by
  *   sync.note_outcome): a repeated commit answers it again from sync.push_commit without applying
  *   the bundle or searching for the row, and the session stops counting against the caps.

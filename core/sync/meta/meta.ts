@@ -38,7 +38,7 @@ export function capabilities(catalog: Catalog, limits: Limits, appName: string):
 
 export type Health =
   | { status: 'healthy'; layout_version: number; min_safe_version: number; schema_version: number; pending_schema_changes: readonly string[]; checked_at: string }
-  | { status: 'unhealthy'; reason: LayoutUnavailableReason | 'database_unreachable'; detail: string };
+  | { status: 'unhealthy'; reason: LayoutUnavailableReason | 'database_unreachable' | 'insufficient_privilege'; detail: string };
 
 /**
  * Readiness: the database answers, the layout is in this build's range and has not drifted. One
@@ -49,7 +49,13 @@ export async function health(db: Queryable): Promise<Health> {
   let state: LayoutState;
   try {
     state = await readLayoutState(db);
-  } catch {
+  } catch (error) {
+    // The database answered, but the serving role may not read the sync schema: a configuration
+    // to fix, not an outage to wait out.
+    if ((error as { code?: unknown } | null)?.code === '42501') {
+      return { status: 'unhealthy', reason: 'insufficient_privilege',
+        detail: `the serving role lacks privileges on the sync schema (${(error as Error).message}): connect as the role that owns it, which bootstrap used` };
+    }
     return { status: 'unhealthy', reason: 'database_unreachable', detail: 'the database is unreachable or refused the query' };
   }
   const e = evaluateLayout(state);

@@ -20,10 +20,16 @@ export function requireNotifyLayout(layoutVersion: number): void {
   }
 }
 
-/** Registers `connectionId` for the actor at `$connect`; answers the user's latest bundle_seq. */
-export async function registerConnection(db: Queryable, limits: Limits, actor: Actor, connectionId: string): Promise<{ latest_bundle_seq: number }> {
+/**
+ * Registers `connectionId` for the actor at `$connect`; answers the user's latest bundle_seq.
+ * `tokenExpiresAt` (seconds since the epoch, the token's `exp`) ends the registration no later
+ * than the token: no notification goes to the connection after it (a socket outlives no token).
+ */
+export async function registerConnection(db: Queryable, limits: Limits, actor: Actor, connectionId: string, tokenExpiresAt?: number): Promise<{ latest_bundle_seq: number }> {
+  const tokenLeft = tokenExpiresAt === undefined ? Infinity : Math.floor(tokenExpiresAt - Date.now() / 1000);
+  const ttl = Math.max(1, Math.min(limits.wsConnectionTtlSeconds, tokenLeft));
   const [row] = await db.query<{ answer: unknown }>(sql`
-    SELECT sync.ws_connect(${actor.userId}, ${actor.sourceId}, ${connectionId}, ${limits.wsConnectionTtlSeconds}, ${limits.maxWsConnectionsPerUser}) AS answer`);
+    SELECT sync.ws_connect(${actor.userId}, ${actor.sourceId}, ${connectionId}, ${ttl}, ${limits.maxWsConnectionsPerUser}) AS answer`);
   const answer = unwrap<{ latest_bundle_seq: number | string }>(row?.answer);
   return { latest_bundle_seq: Number(answer.latest_bundle_seq) };
 }
