@@ -62,6 +62,15 @@ export interface Limits {
    * once, whatever their load: they never take a user's part of the pool (core/db/fair-share.ts).
    */
   readonly anonymousConnectionsMax: number;
+  /**
+   * Sources (devices) one user has that are not retired. Registering one more is `429
+   * rate_limited`; maintenance retires sources idle for `sourceIdleRetireSeconds`, and a retired
+   * source recovers by rotation (source_retired). Enforced by sync.check_source, whose SET clause
+   * bootstrap installs from this value.
+   */
+  readonly maxSourcesPerUser: number;
+  /** A source with no commit, connect, push session, snapshot or server write for this long is retired by maintenance. */
+  readonly sourceIdleRetireSeconds: number;
   /** Rows deleted per statement by maintenance, so it never holds locks for long. */
   readonly maintenanceBatchRows: number;
   /**
@@ -156,6 +165,8 @@ export const defaultLimits: Limits = Object.freeze({
   clientCheckIntervalMs: 2_000,
   poolSharePerUserPercent: 50,
   anonymousConnectionsMax: 1,
+  maxSourcesPerUser: 64,
+  sourceIdleRetireSeconds: 90 * 24 * 60 * 60,
   maintenanceBatchRows: 5000,
   maxKeyBytes: 1024,
   maxJsonDepth: 64,

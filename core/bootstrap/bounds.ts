@@ -18,28 +18,48 @@ export const REQUEST_FUNCTIONS = [
   'snapshot_page', 'snapshot_delete', 'layout_state', 'count', 'server_bundle_begin', 'server_bundle_finish', 'maintenance_step',
 ] as const;
 
-export type TimeBounds = Pick<Limits, 'statementTimeoutMs' | 'lockTimeoutMs' | 'idleInTransactionTimeoutMs' | 'clientCheckIntervalMs'>;
+export type TimeBounds = Pick<Limits, 'statementTimeoutMs' | 'lockTimeoutMs' | 'idleInTransactionTimeoutMs' | 'clientCheckIntervalMs' | 'maxSourcesPerUser'>;
 
 export const DEFAULT_BOUNDS: TimeBounds = defaultLimits;
 
-/** Functions whose lock bound differs from the wanted one, as `regprocedure` text. */
-export async function functionsToBound(db: Queryable, bounds: TimeBounds): Promise<string[]> {
-  const want = `lock_timeout=${Math.trunc(bounds.lockTimeoutMs)}`;
-  const rows = await db.query<{ fn: string; config: string }>(sql`
-    SELECT p.oid::regprocedure::text AS fn, coalesce(array_to_string(p.proconfig, ','), '') AS config
-      FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'sync')
-       AND p.proname = ANY (${[...REQUEST_FUNCTIONS]}::text[])
-     ORDER BY 1`);
-  // Other settings a function declares (work_mem of snapshot_create) stay beside the bound.
-  return rows.filter((r) => !r.config.split(',').includes(want)).map((r) => r.fn);
+/**
+ * The SET clauses bootstrap installs on managed functions: the lock bound of every function a
+ * request calls, and the limits a managed function enforces by itself (sync.check_source caps a
+ * user's sources at `lockstep.max_sources_per_user`). A function's SET clause holds on every
+ * connection, pooled or not, and is undone when the function returns.
+ */
+function wantedSettings(bounds: TimeBounds): Array<{ readonly functions: readonly string[]; readonly setting: string; readonly value: number }> {
+  return [
+    { functions: REQUEST_FUNCTIONS, setting: 'lock_timeout', value: Math.trunc(bounds.lockTimeoutMs) },
+    { functions: ['check_source'], setting: 'lockstep.max_sources_per_user', value: Math.trunc(bounds.maxSourcesPerUser) },
+  ];
 }
 
-/** Sets the lock bound of those functions (inside bootstrap's transaction, after migrations). */
+/** Each setting a function lacks (or has with another value), as `regprocedure` text and setting. */
+async function missingSettings(db: Queryable, bounds: TimeBounds): Promise<Array<{ fn: string; setting: string; value: number }>> {
+  const wanted = wantedSettings(bounds);
+  const rows = await db.query<{ name: string; fn: string; config: string }>(sql`
+    SELECT p.proname AS name, p.oid::regprocedure::text AS fn, coalesce(array_to_string(p.proconfig, ','), '') AS config
+      FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'sync')
+       AND p.proname = ANY (${wanted.flatMap((w) => [...w.functions])}::text[])
+     ORDER BY 2`);
+  // Other settings a function declares (work_mem of snapshot_create) stay beside these.
+  return rows.flatMap((r) => wanted
+    .filter((w) => w.functions.includes(r.name) && !r.config.split(',').includes(`${w.setting}=${w.value}`))
+    .map((w) => ({ fn: r.fn, setting: w.setting, value: w.value })));
+}
+
+/** Functions whose installed settings differ from the wanted ones, as `regprocedure` text. */
+export async function functionsToBound(db: Queryable, bounds: TimeBounds): Promise<string[]> {
+  return [...new Set((await missingSettings(db, bounds)).map((m) => m.fn))];
+}
+
+/** Sets those settings (inside bootstrap's transaction, after migrations). */
 export async function boundFunctions(tx: Queryable, bounds: TimeBounds): Promise<void> {
-  const functions = await functionsToBound(tx, bounds);
-  if (functions.length === 0) return;
-  // regprocedure text is already quoted where it needs to be.
-  await tx.simple(functions.map((fn) => `ALTER FUNCTION ${fn} SET lock_timeout = ${Math.trunc(bounds.lockTimeoutMs)}`).join(';\n'));
+  const missing = await missingSettings(tx, bounds);
+  if (missing.length === 0) return;
+  // regprocedure text is already quoted where it needs to be; the values are integers.
+  await tx.simple(missing.map((m) => `ALTER FUNCTION ${m.fn} SET ${m.setting} = ${m.value}`).join(';\n'));
 }
 
 /** What bootstrap did about the role's settings. */

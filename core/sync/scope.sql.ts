@@ -29,26 +29,39 @@ $fn$
 
 /**
  * NULL when the source may act; an error answer when it was retired. Unknown sources are
- * registered when p_register is set (push, connect, snapshot), never by pure reads.
+ * registered when p_register is set (push, connect, snapshot, server writes), never by pure
+ * reads, up to the user's cap of sources that are not retired (`lockstep.max_sources_per_user`,
+ * this function's SET clause, which bootstrap installs from the limits): beyond it, 429
+ * rate_limited. A registering call notes the source's activity, at most once a day, so
+ * maintenance can retire sources idle for long (sync.retire_idle_sources).
  */
 export const checkSourceSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.check_source(p_user_pk bigint, p_source text, p_register boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_src sync.source_state;
+  v_max integer := coalesce(nullif(current_setting('lockstep.max_sources_per_user', true), '')::integer, 64);
 BEGIN
   SELECT * INTO v_src FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_source;
   IF NOT FOUND THEN
     IF p_register THEN
-      INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, created_at)
-      VALUES (p_user_pk, p_source, 'active', 0, now()) ON CONFLICT DO NOTHING;
+      -- An index range of this user's rows, bounded by the cap itself.
+      IF (SELECT count(*) FROM (SELECT 1 FROM sync.source_state WHERE user_pk = p_user_pk AND status <> 'retired' LIMIT v_max) s) >= v_max THEN
+        RETURN sync.err('rate_limited', format('this user already has %s sources (devices); one idle for long is retired by maintenance', v_max),
+          jsonb_build_object('limit', 'max_sources_per_user', 'retry_after_seconds', 3600));
+      END IF;
+      INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, created_at, last_active_at)
+      VALUES (p_user_pk, p_source, 'active', 0, now(), now()) ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
   END IF;
   IF v_src.status = 'retired' THEN
     RETURN sync.err('source_retired',
-      format('source %s was retired and replaced by %s', p_source, v_src.replaced_by_source_id),
+      format('source %s was retired and replaced by %s', p_source, coalesce(v_src.replaced_by_source_id, 'no other source (idle for long): rotate to a new one')),
       jsonb_build_object('source_id', p_source, 'replaced_by_source_id', v_src.replaced_by_source_id));
+  END IF;
+  IF p_register AND coalesce(v_src.last_active_at, v_src.created_at) < now() - interval '1 day' THEN
+    UPDATE sync.source_state SET last_active_at = now() WHERE user_pk = p_user_pk AND source_id = p_source;
   END IF;
   RETURN NULL;
 END

@@ -12,6 +12,9 @@
  * - A rejected push session is closed with its answer (`push_sessions.rejection`, written by
  *   sync.note_outcome): a repeated commit answers it again from sync.push_commit without applying
  *   the bundle or searching for the row, and the session stops counting against the caps.
+ * - A user's sources are capped (`max_sources_per_user`, a SET clause of sync.check_source that
+ *   bootstrap installs), activity is noted (`source_state.last_active_at`), and maintenance
+ *   retires sources idle for long (sync.retire_idle_sources).
  *
  * New bodies of functions with unchanged signatures; an older build calls them the same way:
  * min_safe_version stays 13.
@@ -19,6 +22,8 @@
 import { type Migration } from './migration.js';
 import { pushCommitSql } from '../../sync/push/commit.sql.js';
 import { noteOutcomeSql } from '../../sync/status/user-status.sql.js';
+import { checkSourceSql } from '../../sync/scope.sql.js';
+import { retireIdleSourcesSql } from '../../sync/maintenance/maintenance.sql.js';
 import { captureSql, guardBundleContextSql, guardManagedSql, guardSql, refuseKeyChangeSql } from '../../sync/capture/capture.sql.js';
 
 export const migration0014: Migration = {
@@ -28,6 +33,11 @@ export const migration0014: Migration = {
   statements: [
     // The answer a rejected session gives again (status 'rejected'); NULL for every other session.
     'ALTER TABLE sync.push_sessions ADD COLUMN rejection jsonb',
+    // When a source last acted (noted at most daily by sync.check_source); NULL: since created_at.
+    'ALTER TABLE sync.source_state ADD COLUMN last_active_at timestamptz',
+    // Maintenance finds idle sources oldest first without reading retired ones.
+    `CREATE INDEX source_state_idle ON sync.source_state ((coalesce(last_active_at, created_at))) WHERE status <> 'retired'`,
   ],
-  functions: [guardSql, guardBundleContextSql, guardManagedSql, captureSql, refuseKeyChangeSql, pushCommitSql, noteOutcomeSql],
+  functions: [guardSql, guardBundleContextSql, guardManagedSql, captureSql, refuseKeyChangeSql, pushCommitSql, noteOutcomeSql,
+    checkSourceSql, retireIdleSourcesSql],
 };

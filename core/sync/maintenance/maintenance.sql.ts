@@ -78,3 +78,27 @@ BEGIN
 END
 $fn$
 `);
+
+/**
+ * Retires sources idle for `p_idle_seconds` (no commit, connect, push session, snapshot or server
+ * write: sync.check_source notes activity at most daily), at most `p_batch` at a time, oldest
+ * first, through the partial index of sources that are not retired. A retired source is answered
+ * `source_retired` (replaced_by_source_id null) and recovers by rotation, as after any
+ * retirement (docs/protocol.md §10.5); it no longer counts against the user's cap of sources.
+ */
+export const retireIdleSourcesSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.retire_idle_sources(p_idle_seconds integer, p_batch integer) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_n integer;
+BEGIN
+  UPDATE sync.source_state s SET status = 'retired'
+    FROM (SELECT user_pk, source_id FROM sync.source_state
+           WHERE status <> 'retired' AND coalesce(last_active_at, created_at) < now() - make_interval(secs => p_idle_seconds)
+           ORDER BY coalesce(last_active_at, created_at) LIMIT p_batch FOR UPDATE SKIP LOCKED) idle
+   WHERE s.user_pk = idle.user_pk AND s.source_id = idle.source_id;
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  RETURN v_n;
+END
+$fn$
+`);
