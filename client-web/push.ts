@@ -11,6 +11,7 @@
  *     │ invalid_request ───────▶ rejected
  *               chunk out of order ─▶ resume at the server's ordinal
  *                         push_conflict ─▶ conflicts          (resolve, rewrite, push again)
+ *                         payload_too_large {split} ─▶ too_large (the commit outran the server's bound)
  *                         commit_outcome_unknown, session gone ─▶ create again (same hash)
  *                         push_rejected ─▶ rejected
  *
@@ -140,6 +141,8 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
           if (conflicts.length === 0) throw error;
           return { kind: 'conflicts', conflicts, rows };
         }
+        // The commit ran out of the server's time bound (`split: true`): fewer rows may fit.
+        if (isCode(error, 'payload_too_large') && error.body['split'] === true && frozen.rowCount > 1) return { kind: 'too_large' };
         if (isCode(error, 'push_rejected', 'invalid_request', 'payload_too_large')) return { kind: 'rejected', rejection: rejectionOf(error) };
         if (isCode(error, ...SOURCE_REFUSALS)) return { kind: 'source_refused', error };
         throw error;

@@ -25,6 +25,9 @@ export type CommitOutcome =
   | { readonly kind: 'conflict'; readonly message: string; readonly conflict: Conflict; readonly conflicts: readonly Conflict[]; readonly conflictCount: number }
   | { readonly kind: 'rejected'; readonly message: string; readonly violation: Violation };
 
+/** query_canceled: the statement bound (statement_timeout) stopped the statement, which rolled back. */
+const STATEMENT_TIMEOUT_SQLSTATE = '57014';
+
 /**
  * SQLSTATEs after which a statement certainly did not commit. Anything else that breaks the
  * connection mid-statement (no SQLSTATE, class 08, admin shutdown) leaves the outcome unknown.
@@ -151,6 +154,14 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   } catch (error) {
     // A committed row no response could carry: the statement failed, so nothing committed.
     if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
+    // The statement bound stopped the commit (under load a large bundle can take longer than the
+    // bound, however long the bound is): nothing committed, and the same bundle would stop again.
+    // A typed answer that tells the client to split it, never a 503 it would retry without end.
+    if ((error as { code?: unknown }).code === STATEMENT_TIMEOUT_SQLSTATE) {
+      throw new SyncError('payload_too_large',
+        `the commit did not finish within statement_timeout_ms (${ctx.limits.statementTimeoutMs}); nothing was committed: split the bundle into smaller ones`,
+        { split: true, reason: 'commit_timeout' });
+    }
     if (certainlyRolledBack(error)) throw error;
     // Nothing reached the database (no place in this user's share of the pool: 429 rate_limited;
     // no connection: 503): the outcome is known, the session is still staged, and the client
