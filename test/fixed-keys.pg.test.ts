@@ -46,6 +46,13 @@ CREATE TABLE fk.c_cascade (
   FOREIGN KEY (_sync_scope_id, parent_code) REFERENCES fk.parents (_sync_scope_id, code) ON UPDATE CASCADE DEFERRABLE
 );
 CREATE TABLE fk.solo (id uuid NOT NULL, _sync_scope_id text NOT NULL, title text, PRIMARY KEY (_sync_scope_id, id));
+-- A partitioned table (its partitions carry PostgreSQL's clone of the row trigger) and an
+-- inheritance child (which gets its own).
+CREATE TABLE fk.parted (id uuid NOT NULL, _sync_scope_id text NOT NULL, title text, PRIMARY KEY (_sync_scope_id, id)) PARTITION BY HASH (id);
+CREATE TABLE fk.parted_0 PARTITION OF fk.parted FOR VALUES WITH (MODULUS 2, REMAINDER 0);
+CREATE TABLE fk.parted_1 PARTITION OF fk.parted FOR VALUES WITH (MODULUS 2, REMAINDER 1);
+CREATE TABLE fk.inh (id uuid NOT NULL, _sync_scope_id text NOT NULL, title text, PRIMARY KEY (_sync_scope_id, id));
+CREATE TABLE fk.inh_child (PRIMARY KEY (_sync_scope_id, id)) INHERITS (fk.inh);
 -- A business trigger that tries to change a key or a scope when told to, inside whatever bundle runs.
 CREATE FUNCTION fk.rekey() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -61,7 +68,7 @@ END $$;
 CREATE TRIGGER rekey AFTER INSERT OR UPDATE ON fk.parents FOR EACH ROW WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION fk.rekey();
 CREATE TRIGGER rekey AFTER INSERT OR UPDATE ON fk.solo FOR EACH ROW WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION fk.rekey();
 `;
-const TABLES = parseTables('fk.parents:id,fk.c_null:id,fk.c_default:id,fk.c_cascade:id,fk.solo:id');
+const TABLES = parseTables('fk.parents:id,fk.c_null:id,fk.c_default:id,fk.c_cascade:id,fk.solo:id,fk.parted:id,fk.inh:id');
 
 const parent = (id: string, code: string, title: string, base = 0): PushRow => ({
   schema: 'fk', table: 'parents', key: { id }, op: base ? 'UPDATE' : 'INSERT', base_row_version: base, payload: { id, code, title },
@@ -134,6 +141,20 @@ describe('sync keys and scopes never change, so every ON UPDATE action is accept
       expect(error).toMatchObject({ code: 'sync_key_immutable', column });
     }
     expect(await businessRows()).toBe(fingerprint);
+    // On a partitioned table (the partitions' cloned trigger) and an inheritance child (its own).
+    await serverWrite(s.t.db, options, async (tx, scope) => {
+      // Fixed ids (deterministic partitions), some in each partition.
+      await tx.query(sql`INSERT INTO fk.parted (id, _sync_scope_id, title)
+        SELECT ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, ${scope}, 'p' FROM generate_series(1, 8) g`);
+      await tx.query(sql`INSERT INTO fk.inh_child (id, _sync_scope_id, title) VALUES (gen_random_uuid(), ${scope}, 'c')`);
+    });
+    expect((await s.t.exec(`SELECT count(DISTINCT tableoid)::int AS n FROM fk.parted`)).rows[0].n).toBe(2);
+    for (const statement of ['UPDATE fk.parted SET id = gen_random_uuid() ', 'UPDATE fk.parted_0 SET id = gen_random_uuid() ',
+      'UPDATE fk.inh SET id = gen_random_uuid() ', 'UPDATE fk.inh_child SET id = gen_random_uuid() ']) {
+      const error = await serverWrite(s.t.db, options, (tx, scope) => tx.query(sql`${raw(statement)} WHERE _sync_scope_id = ${scope}`)).catch((e: unknown) => e);
+      expect(error, statement).toBeInstanceOf(KeyChangeRefusedError);
+    }
+    fingerprint = await businessRows();
     // A write that leaves keys alone commits, cascading a non-key unique column to the child.
     const written = await serverWrite(s.t.db, options, (tx, scope) => tx.query(sql`UPDATE fk.parents SET code = 'uno' WHERE _sync_scope_id = ${scope}`));
     expect(written.bundle?.row_count).toBe(2);
