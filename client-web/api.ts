@@ -5,13 +5,15 @@
  */
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
-import { type SqlValue, type SqliteDb } from './sqlite/port.js';
+import { type LiveQuery, type LiveQueryResult } from './live-query.js';
+import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { type Rejection, type Violation } from './state.js';
 import { type RetryPolicy } from './transport.js';
 import { type WebSocketFactory } from './watch-socket.js';
 import { type WakeSourceFactory } from './wake.js';
 
 export type { Rejection, Violation } from './state.js';
+export type { LiveQuery, LiveQueryResult } from './live-query.js';
 
 /** A row as the application stores it locally, by column name. */
 export type LocalRow = Record<string, unknown>;
@@ -344,6 +346,16 @@ export interface SyncClient {
   requestSync(): void;
   /** Subscribes to the loop's status (called at once with the current one); answers the unsubscribe. */
   onStatus(listener: (status: SyncStatus) => void): () => void;
+  /**
+   * A query kept up to date: it runs now, and again after every committed transaction that wrote
+   * a table it reads — the app's writes through `db`, and every transaction of the client (pull
+   * pages, replays, the final apply of a hydration, conflicts, quarantine, rebuild, detach) — with
+   * bursts coalesced. `listener` gets each new result; rows that did not change keep their objects.
+   * `close()` the answer when done.
+   */
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T>;
+  /** Subscribes to the local tables each committed transaction wrote (the app's and the client's); answers the unsubscribe. */
+  onTablesChanged(listener: (tables: ReadonlySet<string>) => void): () => void;
   /** Stops the loop and closes the database. */
   close(): Promise<void>;
 }

@@ -30,9 +30,10 @@ import { ClientError, ClientErrorCode } from './errors.js';
 import { installState, installTriggers, recordLocalModel } from './install.js';
 import { buildLocalModel } from './local-schema.js';
 import { applicationDb } from './local-writes.js';
+import { LiveQueries, type LiveQuery, type LiveQueryResult } from './live-query.js';
 import { SyncLoop } from './loop.js';
 import { drop, listQuarantine, requeue } from './quarantine.js';
-import { type SqlValue, type SqliteDb } from './sqlite/port.js';
+import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
@@ -129,6 +130,7 @@ class Client implements SyncClient {
   private closed = false;
   /** `watch: 'websocket'`: the push-notification socket, opened by the first watch(). */
   private socketWatch: SocketWatch | null | undefined;
+  private readonly live: LiveQueries;
   readonly db: SqliteDb;
 
   constructor(private readonly ctx: ClientContext, baseUrl: string) {
@@ -144,6 +146,11 @@ class Client implements SyncClient {
       watchMaxWaitSeconds: ctx.limits.watchMaxWaitSeconds,
     }, onWake) ?? null);
     this.db = applicationDb(ctx.db, () => this.loop.localWrite());
+    this.live = new LiveQueries({
+      query: (sql, params) => ctx.db.query(sql, params),
+      tablesRead: (sql) => ctx.db.tablesRead(sql),
+      onTablesChanged: (listener) => ctx.db.onCommit(listener),
+    });
   }
 
   private open(): void {
@@ -298,11 +305,21 @@ class Client implements SyncClient {
     return this.loop.onStatus(listener);
   }
 
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params: readonly SqlValue[] = [], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T> {
+    this.open();
+    return this.live.liveQuery<T>(sql, params, listener);
+  }
+
+  onTablesChanged(listener: (tables: ReadonlySet<string>) => void): () => void {
+    return this.ctx.db.onCommit(listener);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     await this.loop.stop();
     await this.run(async () => {
       this.closed = true;
+      this.live.closeAll();
       this.socketWatch?.close();
       await this.ctx.db.close();
     });

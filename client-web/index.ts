@@ -11,6 +11,8 @@ export type {
   ConflictResolution,
   ConflictResolver,
   DetachResult,
+  LiveQuery,
+  LiveQueryResult,
   LocalRow,
   LoopEnvironment,
   PendingStatus,
@@ -40,4 +42,5 @@ export {
 } from './errors.js';
 export { SyncHttpError, type RetryPolicy } from './transport.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
-export type { SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
+export type { CommitListener, SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
+export { LiveQueries, rowContentKey, type LiveSource } from './live-query.js';

@@ -42,6 +42,7 @@ export const REMOTE_METHODS = [
   'stop',
   'requestSync',
   'query',
+  'tablesRead',
   'run',
   'exec',
   'transaction',
@@ -49,7 +50,7 @@ export const REMOTE_METHODS = [
 export type RemoteMethod = (typeof REMOTE_METHODS)[number];
 
 /** Methods that change no data (reads, and the loop's controls): every other method may. */
-const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'quarantined', 'start', 'stop', 'requestSync']);
+const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'tablesRead', 'quarantined', 'start', 'stop', 'requestSync']);
 
 /**
  * The sync loop's options as a worker takes them: structured-clone data only, so no environment
@@ -91,6 +92,8 @@ export type HostEvent =
   | { readonly type: 'progress'; readonly progress: Progress }
   /** The database may have changed: `method` succeeded (in any tab). */
   | { readonly type: 'change'; readonly method: RemoteMethod }
+  /** A transaction committed in the owner's database and wrote these tables (live queries re-run). */
+  | { readonly type: 'tables'; readonly tables: readonly string[] }
   /** The owner's sync loop reported its status. */
   | { readonly type: 'status'; readonly status: SyncStatus };
 

@@ -19,6 +19,7 @@ import type {
 } from '../api.js';
 import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import type { SqlRow, SqlValue } from '../sqlite/port.js';
+import { LiveQueries, type LiveQuery, type LiveQueryResult } from '../live-query.js';
 import type { SyncErrorCode } from '../errors.js';
 import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerErrorCode, WorkerOpenConfig, WorkerRole, WorkerStartOptions } from './protocol.js';
 
@@ -46,6 +47,8 @@ export interface WorkerClientEvents {
   role: WorkerRole;
   /** The sync loop's status (from the tab that owns the database), see `start()`. */
   status: SyncStatus;
+  /** A transaction committed (in whichever tab's call, or the owner's sync) and wrote these tables. */
+  tables: ReadonlySet<string>;
 }
 
 /** The sync client as seen from the main thread. */
@@ -87,6 +90,14 @@ export interface WorkerSyncClient {
   exec(sql: string): Promise<void>;
   /** Runs the statements in one transaction; answers the changed rows of each. */
   transaction(statements: readonly SqlStatement[]): Promise<number[]>;
+  /** The tables a statement reads, as SQLite reports them (SqliteDb.tablesRead). */
+  tablesRead(sql: string): Promise<string[]>;
+  /**
+   * A query kept up to date in this tab (SyncClient.liveQuery): it runs through the owner, and
+   * again whenever a transaction in any tab or the owner's sync wrote a table it reads. When
+   * another tab takes the database over, every live query runs again.
+   */
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T>;
   /** Closes the database (another tab may take it over) and ends the worker. */
   close(): Promise<void>;
 }
@@ -112,6 +123,7 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     change: new Set(),
     role: new Set(),
     status: new Set(),
+    tables: new Set(),
   };
 
   const post = (message: ToWorker) => worker.postMessage(message);
@@ -134,12 +146,17 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
       case 'role':
         role = message.role;
         fire('role', role);
+        // A new owner: commits made meanwhile were announced to nobody here.
+        live.refreshAll();
         return;
-      case 'event':
-        if (message.event.type === 'progress') fire('progress', message.event.progress);
-        else if (message.event.type === 'status') fire('status', (status = message.event.status));
-        else fire('change', { method: message.event.method });
+      case 'event': {
+        const event = message.event;
+        if (event.type === 'progress') fire('progress', event.progress);
+        else if (event.type === 'status') fire('status', (status = event.status));
+        else if (event.type === 'tables') fire('tables', new Set(event.tables));
+        else fire('change', { method: event.method });
         return;
+      }
       case 'result':
       case 'error': {
         const p = pending.get(message.id);
@@ -167,6 +184,15 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
       post({ t: 'call', id, method, args });
     });
   }
+
+  const live = new LiveQueries({
+    query: (sql, params) => call('query', [sql, params]),
+    tablesRead: (sql) => call('tablesRead', [sql]),
+    onTablesChanged: (listener) => {
+      listeners.tables.add(listener);
+      return () => listeners.tables.delete(listener);
+    },
+  });
 
   post({ t: 'open', config });
 
@@ -221,8 +247,11 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     run: (sql, params = []) => call('run', [sql, params]),
     exec: (sql) => call('exec', [sql]),
     transaction: (statements) => call('transaction', [statements]),
+    tablesRead: (sql) => call('tablesRead', [sql]),
+    liveQuery: (sql, params = [], listener) => live.liveQuery(sql, params, listener),
     async close() {
       if (ended) return;
+      live.closeAll();
       stopVisibility?.();
       const id = nextId++;
       const done = new Promise<void>((resolve) => pending.set(id, { resolve: () => resolve(), reject: () => resolve() }));

@@ -44,7 +44,11 @@ export interface WorkerHostOptions {
   /** Idempotent DDL of the app's own tables (CREATE TABLE IF NOT EXISTS …), run before openClient. */
   readonly schemaSql: string;
   readonly tables: readonly TableConfig[];
-  readonly watch?: 'off' | 'long-poll';
+  /**
+   * How the owner hears of other devices' commits (ClientConfig.watch): `websocket` (push
+   * notifications, falling back to long polls by itself; the default), `long-poll` or `off`.
+   */
+  readonly watch?: 'off' | 'long-poll' | 'websocket';
   /** What a push does with a rejected bundle (ClientConfig.onRejected); default `hold`. */
   readonly onRejected?: 'hold' | 'quarantine';
   readonly retry?: RetryPolicy;
@@ -97,6 +101,8 @@ async function execute(client: SyncClient, call: Call, signal: AbortSignal, loop
   switch (call.method) {
     case 'query':
       return db.query(a as string, (b ?? []) as []);
+    case 'tablesRead':
+      return db.tablesRead(a as string);
     case 'run':
       return db.run(a as string, (b ?? []) as []);
     case 'exec':
@@ -247,7 +253,7 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
         getToken: () => token,
         db,
         tables: options.tables,
-        watch: options.watch ?? 'long-poll',
+        watch: options.watch ?? 'websocket',
         ...(options.onRejected ? { onRejected: options.onRejected } : {}),
         onProgress: (progress: Progress) => emit({ type: 'progress', progress }),
         ...(options.retry ? { retry: options.retry } : {}),
@@ -255,6 +261,8 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
       };
       client = await openClient(clientConfig);
       client.onStatus((status) => emit({ type: 'status', status }));
+      // Every tab's live queries re-run from these (client-web/live-query.ts).
+      client.onTablesChanged((tables) => emit({ type: 'tables', tables: [...tables] }));
       if (loopOptions) client.start(loopOptions);
     } catch (error) {
       openFailure = { ...toWireError(error), code: 'open_failed' };
