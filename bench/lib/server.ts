@@ -147,6 +147,8 @@ export interface SideDatabaseOptions {
   readonly prepare?: (admin: pg.Pool) => Promise<void>;
   readonly staticDir?: string;
   readonly devTokens?: boolean;
+  /** One LISTEN connection hearing every commit, as `npm start` has: WebSocket notifications, woken long polls. */
+  readonly feed?: boolean;
 }
 
 /** Creates (or re-creates) database `name` beside the bench's and serves it like the main one. */
@@ -163,7 +165,8 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
   const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: options.tables, SYNC_APP_NAME: `lockstep-bench-${name}` });
   const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
   await bootstrap(db, { tables: config.tables });
-  const runtime = createRuntime(config, pool);
+  const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
+  const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
   const gateway = await startGateway({
     runtime,
     auth: { secret: BENCH_JWT_SECRET },
@@ -177,6 +180,7 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
     runtime,
     close: async () => {
       await gateway.close();
+      await feed?.close();
       await pool.end();
       await admin.end();
       await server.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
