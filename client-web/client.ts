@@ -12,6 +12,7 @@ import { WatchResponse, type SourceReplacementReason } from '../core/protocol/re
 import {
   type AttachResult,
   type ClientConfig,
+  type ConflictRecord,
   type DetachResult,
   type PendingStatus,
   type PullResult,
@@ -28,6 +29,8 @@ import { clientLimits, type ClientContext } from './context.js';
 import { Coordinator } from './coordinator.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { installState, installTriggers, recordLocalModel } from './install.js';
+import { installBaseCapture } from './base-rows.js';
+import { dismissConflicts, installConflictLog, readConflicts } from './conflict-log.js';
 import { buildLocalModel } from './local-schema.js';
 import { applicationDb } from './local-writes.js';
 import { LiveQueries, type LiveQuery, type LiveQueryResult } from './live-query.js';
@@ -100,6 +103,8 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
   const caps = await loadCapabilities(db, transport, config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS);
   const model = await buildLocalModel(db, config.tables, caps.registered_table_specs);
   await installTriggers(db, model);
+  await installBaseCapture(db, model);
+  await installConflictLog(db);
   const grown = await recordLocalModel(db, model);
   const ctx: ClientContext = {
     db,
@@ -237,6 +242,16 @@ class Client implements SyncClient {
 
   dropQuarantined(id: number): Promise<void> {
     return this.run(() => drop(this.ctx, id));
+  }
+
+  async conflicts(): Promise<ConflictRecord[]> {
+    this.open();
+    return readConflicts(this.ctx.db);
+  }
+
+  async dismissConflicts(ids?: readonly number[]): Promise<void> {
+    this.open();
+    await dismissConflicts(this.ctx.db, ids);
   }
 
   detach(): Promise<DetachResult> {

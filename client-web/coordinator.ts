@@ -14,6 +14,7 @@
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type AttachResult, type DetachResult, type PullResult, type PushResult, type RebuildResult } from './api.js';
 import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, inApplyMode } from './apply.js';
+import { forgetCleanBases, rebaseChangedAgain } from './base-rows.js';
 import { fetchOwnBundle } from './committed-rows.js';
 import { resolveConflicts } from './conflicts.js';
 import { type ClientContext } from './context.js';
@@ -323,7 +324,10 @@ export class Coordinator {
     }
     await applyTransaction(this.db, this.ctx.model, async (tx) => {
       await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, fetched.rows, true));
+      // Conflict bases (base-rows.ts): a row changed again after the freeze builds on what was just committed.
+      await rebaseChangedAgain(tx, this.ctx.model, fetched.rows);
       await dropOutbox(tx, frozen);
+      await forgetCleanBases(tx, this.ctx.model);
       await acknowledgeTuple(tx, frozen.sourceBundleId);
       await advanceCheckpointPastOwn(tx, bundle.bundle_seq);
       await forgetSnapshotsBefore(tx, bundle.bundle_seq);
@@ -507,6 +511,7 @@ export class Coordinator {
       await dropStageTables(tx, this.ctx.model);
       await detachUser(tx);
       await adoptSource(tx, fresh);
+      await forgetCleanBases(tx, this.ctx.model);
     });
     this.ceilingReachedFor = null;
     this.ctx.sourceRef.current = fresh;

@@ -35,6 +35,8 @@ export const REMOTE_METHODS = [
   'quarantined',
   'requeueQuarantined',
   'dropQuarantined',
+  'conflicts',
+  'dismissConflicts',
   'detach',
   'pendingStatus',
   'watch',
@@ -50,7 +52,7 @@ export const REMOTE_METHODS = [
 export type RemoteMethod = (typeof REMOTE_METHODS)[number];
 
 /** Methods that change no data (reads, and the loop's controls): every other method may. */
-const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'tablesRead', 'quarantined', 'start', 'stop', 'requestSync']);
+const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'tablesRead', 'quarantined', 'conflicts', 'start', 'stop', 'requestSync']);
 
 /**
  * The sync loop's options as a worker takes them: structured-clone data only, so no environment

@@ -6,6 +6,7 @@
  */
 import type {
   AttachResult,
+  ConflictRecord,
   DetachResult,
   PendingStatus,
   Progress,
@@ -68,6 +69,8 @@ export interface WorkerSyncClient {
   quarantined(): Promise<QuarantinedRow[]>;
   requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void>;
   dropQuarantined(id: number): Promise<void>;
+  conflicts(): Promise<ConflictRecord[]>;
+  dismissConflicts(ids?: readonly number[]): Promise<void>;
   detach(): Promise<DetachResult>;
   pendingStatus(): Promise<PendingStatus>;
   watch(signal?: AbortSignal): Promise<WatchResult>;
@@ -215,6 +218,8 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     quarantined: () => call('quarantined', []),
     requeueQuarantined: (id, fix) => call('requeueQuarantined', fix === undefined ? [id] : [id, fix]),
     dropQuarantined: (id) => call('dropQuarantined', [id]),
+    conflicts: () => call('conflicts', []),
+    dismissConflicts: (ids) => call('dismissConflicts', ids === undefined ? [] : [ids]),
     detach: () => call('detach', []),
     pendingStatus: () => call('pendingStatus', []),
     watch: (signal) => call('watch', [], signal),

@@ -135,6 +135,10 @@ async function execute(client: SyncClient, call: Call, signal: AbortSignal, loop
       return client.requeueQuarantined(a as number, b as Readonly<Record<string, SqlValue>> | undefined);
     case 'dropQuarantined':
       return client.dropQuarantined(a as number);
+    case 'conflicts':
+      return client.conflicts();
+    case 'dismissConflicts':
+      return client.dismissConflicts(a as readonly number[] | undefined);
     case 'start':
       return loop.start((a ?? {}) as WorkerStartOptions);
     case 'stop':
