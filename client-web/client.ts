@@ -36,6 +36,7 @@ import { applicationDb } from './local-writes.js';
 import { LiveQueries, type LiveQuery, type LiveQueryResult } from './live-query.js';
 import { SyncLoop } from './loop.js';
 import { drop, listQuarantine, requeue } from './quarantine.js';
+import { missingParents } from './requeue-check.js';
 import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
@@ -235,9 +236,22 @@ class Client implements SyncClient {
 
   requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void> {
     return this.run(async () => {
+      await this.requeuePossible(id, fix);
       await requeue(this.ctx, id, fix);
       this.loop.localWrite();
     });
+  }
+
+  /** Refuses, with the reason, a re-queue that could never succeed (requeue-check.ts). */
+  private async requeuePossible(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void> {
+    const record = (await listQuarantine(this.ctx)).find((r) => r.id === id);
+    if (!record || (record.row === null && fix === undefined)) return;
+    const missing = await missingParents(this.ctx.db, this.ctx.model, record.localTable, { ...(record.row ?? {}), ...fix });
+    if (missing.length === 0) return;
+    const what = missing.map((m) => `${m.table ?? m.localTable} ${m.key} (its ${m.column})`).join(', ');
+    throw new ClientError(ClientErrorCode.quarantineParentMissing,
+      `quarantined row ${id} cannot be re-queued: it refers to ${what}, which no longer exists here; re-queue it with a fix that points elsewhere, or drop it`,
+      { missing });
   }
 
   dropQuarantined(id: number): Promise<void> {

@@ -84,6 +84,8 @@ export interface WireError {
   readonly message: string;
   readonly name: string;
   readonly status?: number;
+  /** Structured details of the failure (e.g. `quarantine_parent_missing`'s missing rows). */
+  readonly details?: unknown;
 }
 
 /** Which tab holds the database: this one (`owner`) or another (`follower`). */
@@ -127,12 +129,20 @@ export type OnChannel =
 /** Turns anything thrown into a WireError, keeping a `code` when the error has one. */
 export function toWireError(error: unknown): WireError {
   if (error instanceof Error) {
-    const e = error as Error & { code?: unknown; status?: unknown };
+    const e = error as Error & { code?: unknown; status?: unknown; details?: unknown };
+    let details: unknown;
+    try {
+      // Only what survives a structured clone crosses the thread boundary.
+      details = e.details === undefined ? undefined : structuredClone(e.details);
+    } catch {
+      details = undefined;
+    }
     return {
       code: isSyncErrorCode(e.code) ? e.code : 'worker_error',
       message: e.message,
       name: e.name,
       ...(typeof e.status === 'number' ? { status: e.status } : {}),
+      ...(details === undefined ? {} : { details }),
     };
   }
   return { code: 'worker_error', message: String(error), name: 'Error' };

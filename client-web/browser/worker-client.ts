@@ -33,11 +33,14 @@ export class WorkerCallError extends Error {
   readonly status: number | undefined;
   /** The class name of the original error. */
   readonly remoteName: string;
+  /** Structured details the original error carried (ClientError.details), when any. */
+  readonly details: unknown;
   constructor(error: WireError) {
     super(error.message);
     this.code = error.code;
     this.status = error.status;
     this.remoteName = error.name;
+    this.details = error.details;
   }
 }
 
