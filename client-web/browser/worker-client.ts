@@ -89,6 +89,8 @@ export interface WorkerSyncClient {
   requestSync(): Promise<void>;
   /** The last status the loop reported, or null before the first. */
   readonly status: SyncStatus | null;
+  /** Subscribes to the loop's status (called at once with the last one, if any), like SyncClient.onStatus. */
+  onStatus(listener: (status: SyncStatus) => void): () => void;
   /** The app's own reads. */
   query<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[]): Promise<T[]>;
   /** The app's own writes, captured by the client's triggers like any local write. */
@@ -228,6 +230,11 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     watch: (signal) => call('watch', [], signal),
     get status() {
       return status;
+    },
+    onStatus(listener) {
+      listeners.status.add(listener);
+      if (status) listener(status);
+      return () => listeners.status.delete(listener);
     },
     async start(options = {}) {
       await call('start', [options]);
