@@ -143,9 +143,11 @@ describe('React bindings', () => {
   }
 
   function App({ user }: { user: string | null }): ReactNode {
-    return h(StrictMode, null, h(LockstepProvider, { user, open, start: { debounceMs: 10, periodicMs: 0 } },
-      h(Opening), h(Tasks), h(Phase), h(LastError), h(Pending), h(Quarantine), h(Conflicts)));
+    return h(LockstepProvider, { user, open, start: { debounceMs: 10, periodicMs: 0 } },
+      h(Opening), h(Tasks), h(Phase), h(LastError), h(Pending), h(Quarantine), h(Conflicts));
   }
+  /** StrictMode at the root: React runs every effect's setup and cleanup twice on mount only when it is there. */
+  const strict = (user: string | null) => h(StrictMode, null, h(App, { user }));
 
   beforeAll(async () => {
     s = await startTestServer({ schemaSql: SCHEMA_SQL, tables: parseTables('app.tasks:id') });
@@ -163,7 +165,7 @@ describe('React bindings', () => {
   let other: SyncClient;
 
   it('under StrictMode the provider opens one client, starts its loop and the hooks show its data', async () => {
-    root.render(h(App, { user: 'alice' }));
+    root.render(strict('alice'));
     await eventually('the client is open and synced', () => text('provider') === 'open:alice' && text('phase') === 'idle' && text('complete') === 'true');
     // StrictMode mounted every effect twice: still one client.
     expect(opened.map((o) => o.user)).toEqual(['alice']);
@@ -231,12 +233,12 @@ describe('React bindings', () => {
   });
 
   it('another user: the old client is stopped and closed, a new one opened; signing out closes it', async () => {
-    root.render(h(App, { user: 'bob' }));
+    root.render(strict('bob'));
     await eventually('bob\'s client open', () => text('provider') === 'open:bob' && text('complete') === 'true');
     expect(opened.map((o) => o.user)).toEqual(['alice', 'bob']);
     await eventually('alice\'s client closed', () => (opened[0] as { closed: boolean }).closed);
     expect(document.querySelectorAll('li[data-testid^="task-"]').length).toBe(0);
-    root.render(h(App, { user: null }));
+    root.render(strict(null));
     await eventually('signed out', () => text('provider') === 'signed_out:' && (opened[1] as { closed: boolean }).closed);
     expect(text('loading')).toBe('true');
   });
