@@ -28,6 +28,7 @@ import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
 import { roundTripsBenchmark } from './round-trips.js';
 import { liveQueryBenchmark } from './live-query.js';
+import { browserLatencyBenchmark } from './browser-latency.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -46,6 +47,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   bundleSizeBenchmark,
   concurrencyBenchmark,
   liveQueryBenchmark,
+  browserLatencyBenchmark,
   roundTripsBenchmark,
 ];
 

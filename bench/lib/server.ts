@@ -17,7 +17,7 @@ import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, type Runtime } from '../../functions/index.js';
 import { THIS_BUILD } from '../../core/sync/index.js';
 import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
-import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { startGateway, type Gateway, type GatewayOptions } from '../../dev/gateway.js';
 import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './schema.js';
 import { HttpClient, RoundTripLog } from './http-client.js';
 
@@ -149,6 +149,8 @@ export interface SideDatabaseOptions {
   readonly devTokens?: boolean;
   /** One LISTEN connection hearing every commit, as `npm start` has: WebSocket notifications, woken long polls. */
   readonly feed?: boolean;
+  /** Wraps every handler call of its gateway (timings of requests). */
+  readonly intercept?: GatewayOptions['intercept'];
 }
 
 /** Creates (or re-creates) database `name` beside the bench's and serves it like the main one. */
@@ -172,6 +174,7 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
     auth: { secret: BENCH_JWT_SECRET },
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
+    ...(options.intercept ? { intercept: options.intercept } : {}),
   });
   return {
     url: gateway.url,

@@ -59,21 +59,18 @@ export function useSuspenseQuery<T extends SqlRow = SqlRow>(sql: string, params:
 export function useStatus<S>(selector: (status: SyncStatus | null) => S, isEqual: (a: S, b: S) => boolean = Object.is): S {
   const { client } = useLockstep();
   const store = useMemo(() => (client ? statusStore(client) : null), [client]);
-  const last = useRef<{ status: SyncStatus | null; selected: S } | null>(null);
-  const select = useRef(selector);
-  select.current = selector;
+  const last = useRef<{ status: SyncStatus | null; selector: (status: SyncStatus | null) => S; selected: S } | null>(null);
+  // A selector may read other values of the component (it is usually written inline): a new one is
+  // applied at once, and its answer kept only when it differs from the last.
   const snapshot = useCallback(() => {
     const status = store?.current ?? null;
     const previous = last.current;
-    if (previous && previous.status === status) return previous.selected;
-    const selected = select.current(status);
-    if (previous && isEqual(previous.selected, selected)) {
-      last.current = { status, selected: previous.selected };
-      return previous.selected;
-    }
-    last.current = { status, selected };
-    return selected;
-  }, [store, isEqual]);
+    if (previous && previous.status === status && previous.selector === selector) return previous.selected;
+    const selected = selector(status);
+    const kept = previous && isEqual(previous.selected, selected) ? previous.selected : selected;
+    last.current = { status, selector, selected: kept };
+    return kept;
+  }, [store, selector, isEqual]);
   return useSyncExternalStore(store ? store.subscribe : noSubscription, snapshot, snapshot);
 }
 
