@@ -50,26 +50,44 @@ interface Phases {
   readonly render: number;
 }
 
-/** Records, in the page, when the sync worker tells it that `todos` changed. */
-function recordTableEvents(): void {
-  const seen: number[] = [];
-  (globalThis as unknown as { __todosChanged: number[] }).__todosChanged = seen;
+/**
+ * Records, in the page, when the sync worker tells it that `todos` changed. A script text, not a
+ * function: tsx would wrap a function's inner names in helpers the page does not have.
+ */
+const RECORD_TABLE_EVENTS = `(() => {
+  const seen = [];
+  globalThis.__todosChanged = seen;
   const Original = globalThis.Worker;
   globalThis.Worker = class extends Original {
-    constructor(url: string | URL, options?: WorkerOptions) {
+    constructor(url, options) {
       super(url, options);
-      this.addEventListener('message', (event: MessageEvent) => {
-        const data = event.data as { t?: string; event?: { type?: string; tables?: string[] } };
-        if (data.t === 'event' && data.event?.type === 'tables' && data.event.tables?.includes('todos')) seen.push(performance.timeOrigin + performance.now());
+      this.addEventListener('message', (event) => {
+        const data = event.data;
+        if (data && data.t === 'event' && data.event && data.event.type === 'tables' && data.event.tables.includes('todos')) {
+          seen.push(performance.timeOrigin + performance.now());
+        }
       });
     }
   };
-}
+})();`;
+
+/** Makes the page wait for the row titled `title` (a MutationObserver), as `__rendered`. */
+const waitForRow = (title: string) => `(() => {
+  globalThis.__rendered = new Promise((resolve) => {
+    const selector = ${JSON.stringify(`[data-testid="todo"][data-title="${title}"]`)};
+    const observer = new MutationObserver(() => {
+      if (!document.querySelector(selector)) return;
+      observer.disconnect();
+      resolve(performance.timeOrigin + performance.now());
+    });
+    observer.observe(document.body, { subtree: true, childList: true, attributes: true });
+  });
+})()`;
 
 async function signIn(page: Page, user: string): Promise<void> {
   await byTestId(page, 'user-input').fill(user);
   await byTestId(page, 'sign-in-button').click();
-  await page.waitForFunction(() => document.querySelector('[data-testid="last-sync"]')?.textContent?.startsWith('last synced'), undefined, { timeout: 60_000 });
+  await page.waitForFunction('document.querySelector(\'[data-testid="last-sync"]\')?.textContent?.startsWith("last synced")', undefined, { timeout: 60_000 });
 }
 
 export const browserLatencyBenchmark: Benchmark = {
@@ -104,7 +122,7 @@ export const browserLatencyBenchmark: Benchmark = {
       const open = async () => {
         const context = await browser.newContext({ baseURL: side.url, viewport: { width: 1100, height: 800 } });
         contexts.push(context);
-        await context.addInitScript(recordTableEvents);
+        await context.addInitScript(RECORD_TABLE_EVENTS);
         const page = await context.newPage();
         await page.goto('/');
         await signIn(page, user);
@@ -116,37 +134,26 @@ export const browserLatencyBenchmark: Benchmark = {
       await byTestId(a, 'add-list').click();
       await b.locator('[data-testid="list"][data-title="Latency"]').waitFor({ timeout: 30_000 });
       await b.locator('[data-testid="list"][data-title="Latency"] [data-testid="list-select"]').click();
-      await b.waitForFunction(() => document.querySelector('[data-testid="current-list"]')?.textContent === 'Latency');
+      await b.waitForFunction('document.querySelector(\'[data-testid="current-list"]\')?.textContent === "Latency"');
 
       const runs: Phases[] = [];
       const total = ctx.runs(30);
       for (let i = -3; i < total; i++) {
         const title = `latency ${i}`;
         // B waits for the row from now on.
-        await b.evaluate((want) => {
-          const g = globalThis as unknown as { __rendered: Promise<number> };
-          g.__rendered = new Promise((resolve) => {
-            const found = () => document.querySelector(`[data-testid="todo"][data-title="${want}"]`) !== null;
-            const observer = new MutationObserver(() => {
-              if (!found()) return;
-              observer.disconnect();
-              resolve(performance.timeOrigin + performance.now());
-            });
-            observer.observe(document.body, { subtree: true, childList: true, attributes: true });
-          });
-        }, title);
+        await b.evaluate(waitForRow(title));
         await byTestId(a, 'new-todo-title').fill(title);
-        const clicked = await a.evaluate(() => {
+        const clicked = (await a.evaluate(`(() => {
           const at = performance.timeOrigin + performance.now();
-          (document.querySelector('[data-testid="add-todo"]') as HTMLButtonElement).click();
+          document.querySelector('[data-testid="add-todo"]').click();
           return at;
-        });
-        const rendered = await b.evaluate(() => (globalThis as unknown as { __rendered: Promise<number> }).__rendered);
+        })()`)) as number;
+        const rendered = (await b.evaluate('globalThis.__rendered')) as number;
         await new Promise((r) => setTimeout(r, 150));
         if (i < 0) continue; // warm-up: sockets, JIT, page caches
         const commit = seen.find((x) => x.route === 'POST /sync/push-sessions/:id/commit' && x.start >= clicked);
         const pull = seen.find((x) => x.route === 'GET /sync/pull' && commit && x.source !== commit.source && x.start >= commit.end - 1);
-        const changed = (await b.evaluate(() => (globalThis as unknown as { __todosChanged: number[] }).__todosChanged)).find((t) => pull && t >= pull.end);
+        const changed = ((await b.evaluate('globalThis.__todosChanged')) as number[]).find((t) => pull && t >= pull.end);
         if (!commit || !pull || changed === undefined) {
           rec.check(`run ${i}: every phase observed`, false, `commit ${Boolean(commit)}, pull ${Boolean(pull)}, table event ${changed !== undefined}`);
           continue;

@@ -219,7 +219,13 @@ export class Coordinator {
   }
 
   /** Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild. */
-  private freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+  private async freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+    // Nothing dirty and nothing frozen (a device woken by another's commit): no write transaction,
+    // which on OPFS costs a flush, for a freeze that would find nothing.
+    if (!unfreezeFirst) {
+      const [idle] = await this.db.query<{ idle: number }>('SELECT NOT EXISTS (SELECT 1 FROM _sync_dirty) AND NOT EXISTS (SELECT 1 FROM _sync_push_state) AS idle');
+      if (Number(idle?.idle) === 1) return null;
+    }
     return this.db.transaction(async (tx) => {
       if (unfreezeFirst) await unfreeze(tx, unfreezeFirst);
       const result = await freeze(tx, this.ctx.model, limits);

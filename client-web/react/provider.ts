@@ -16,16 +16,16 @@ import { type StartOptions } from '../api.js';
 import { type BindableClient } from './bindable.js';
 
 /** What `useLockstep()` answers. */
-export interface LockstepState {
+export interface LockstepState<C extends BindableClient = BindableClient> {
   /** The signed-in user the provider was given. */
   readonly user: string | null;
   /** The open client of that user, or null while there is none (signed out, opening, failed). */
-  readonly client: BindableClient | null;
+  readonly client: C | null;
   readonly phase: 'signed_out' | 'opening' | 'open' | 'failed';
   /** Why opening failed (phase `failed`). */
   readonly error: Error | null;
   /** Settles when the user's client is open (or failed to open); null when signed out. */
-  readonly opened: Promise<BindableClient> | null;
+  readonly opened: Promise<C> | null;
 }
 
 const SIGNED_OUT: LockstepState = { user: null, client: null, phase: 'signed_out', error: null, opened: null };
@@ -110,7 +110,10 @@ export function LockstepProvider(props: LockstepProviderProps): ReactNode {
   return createElement(Context.Provider, { value: state }, props.children);
 }
 
-/** The provider's state: the user, the open client (or null) and how opening went. */
-export function useLockstep(): LockstepState {
-  return useContext(Context);
+/**
+ * The provider's state: the user, the open client (or null) and how opening went. `C` names the
+ * client the provider's `open` gives (e.g. `WorkerSyncClient`, for its `run` and `transaction`).
+ */
+export function useLockstep<C extends BindableClient = BindableClient>(): LockstepState<C> {
+  return useContext(Context) as LockstepState<C>;
 }

@@ -10,8 +10,12 @@ import { clearSession, loadSession, mintDevToken, saveSession, type Session } fr
 import { openDevice } from './device.js';
 import { Workspace } from './workspace.js';
 
-/** The sync loop of the demo: a refused source (a cloned or restored database) rotates by itself. */
-const LOOP = { recoverSource: true, backoff: { baseMs: 1000, maxMs: 15_000 } } as const;
+/**
+ * The sync loop of the demo: a write syncs at once (no quiet period: one click is one transaction,
+ * and a sync in flight gathers what is written meanwhile), and a refused source (a cloned or
+ * restored database) rotates by itself.
+ */
+const LOOP = { debounceMs: 0, recoverSource: true, backoff: { baseMs: 1000, maxMs: 15_000 } } as const;
 
 function SignIn({ message, onSignedIn }: { message: string; onSignedIn: (session: Session) => void }) {
   const [user, setUser] = useState('');
