@@ -6,7 +6,7 @@ import stylistic from '@stylistic/eslint-plugin';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '.data/**', 'bench/results/**', 'bench/peers/**/node_modules/**', 'demo/public/**', 'test/fixtures/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
+  { ignores: ['node_modules/**', 'dist/**', '.data/**', 'bench/results/**', 'bench/peers/**/node_modules/**', 'demo/public/**', 'test/fixtures/**', 'test-artifacts/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,5 +1,5 @@
 /**
- * The base of each dirty row (contract §11.6): the server row a local change started from, kept so
+ * The base of each dirty row (README, "Conflicts merge column by column"): the server row a local change started from, kept so
  * a conflict can be merged column by column (merge.ts) instead of one side winning whole.
  *
  * A clean row holds exactly what the server last sent (pulls and replays overwrite only clean

@@ -1,5 +1,5 @@
 /**
- * Conflict resolution (protocol §10.3, contract §11.6): every conflict a `push_conflict` answer
+ * Conflict resolution (protocol §10.3; README, "Conflicts merge column by column"): every conflict a `push_conflict` answer
  * reports is resolved in one round by its table's policy, and the frozen bundle is rewritten under
  * the same source tuple (a refused commit consumed nothing).
  *

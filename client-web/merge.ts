@@ -1,5 +1,5 @@
 /**
- * The default conflict policy (contract §11.6): a three-way merge of one row, column by column,
+ * The default conflict policy: a three-way merge of one row, column by column,
  * against the base — the server row this device's change started from. A column changed on one
  * side only takes that side; a column changed on both takes the server's (unless the app's
  * resolver says otherwise); a column nobody changed is the same everywhere. So a device's edit of

@@ -1,5 +1,5 @@
 /**
- * Issue 24 item 3, conflicts with a base (contract §11.6), the two stories a developer met:
+ * Issue 24 item 3, conflicts with a base, the two stories a developer met:
  *
  * 1. Device C changes only `priority` of a task that devices A and B retitled meanwhile. Before,
  *    C's push met a conflict and the default policy (server wins) dropped C's priority. Now the

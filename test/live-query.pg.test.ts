@@ -1,5 +1,5 @@
 /**
- * Issue 24 item 1, live queries in the client (contract §11.5): a query runs once and again only
+ * Issue 24 item 1, live queries in the client: a query runs once and again only
  * when a committed transaction wrote a table it reads — the app's writes, pulls, hydration,
  * detach — once per transaction (a 2,000-row hydration in ten snapshot pages is one re-run),
  * coalescing bursts; unchanged rows keep their objects; errors and `complete` are reported.
