@@ -350,10 +350,16 @@ describe.skipIf(missing('chromium'))('demo app in chromium', { timeout: 150_000 
     await until('phone shows Picnic', () => text(a2.page, 'current-list'), 'Picnic');
     await addTodo(a2.page, 'cake');
     await list(a1.page, 'Picnic').locator('[data-testid="list-delete"]').click();
-    await until('laptop synced the delete', () => text(a1.page, 'pending-rows'), '0');
+    await list(a1.page, 'Picnic').waitFor({ state: 'detached' });
+    const picnicOnServer = async () => (await s.t.exec("SELECT count(*)::int AS n FROM demo.lists WHERE _sync_scope_id = 'alice' AND title = 'Picnic'")).rows[0]?.n;
+    await until('the server has the delete', picnicOnServer, 0);
     await a2.context.setOffline(false);
     const row = a2.page.locator('[data-testid="quarantined"]').first();
-    await row.waitFor({ timeout: SYNC_WAIT_MS });
+    await row.waitFor({ timeout: SYNC_WAIT_MS }).catch(async (error: unknown) => {
+      // Say what the phone showed, so a failure here can be told apart from a slow machine.
+      const shown = await Promise.all(['net-state', 'pending-rows', 'last-sync', 'sync-error-text', 'checkpoint'].map(async (id) => `${id}=${await text(a2.page, id)}`));
+      throw new Error(`the set-aside to-do did not show (${shown.join(', ')})`, { cause: error });
+    });
     // On the phone, Retry and Drop are finger-sized and apart.
     const [retry, drop] = await Promise.all(['quarantine-retry', 'quarantine-drop'].map((id) => row.locator(`[data-testid="${id}"]`).boundingBox()));
     expect(retry && drop, 'both buttons are shown').toBeTruthy();
