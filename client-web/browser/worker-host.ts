@@ -49,6 +49,8 @@ export interface WorkerHostOptions {
    * notifications, falling back to long polls by itself; the default), `long-poll` or `off`.
    */
   readonly watch?: 'off' | 'long-poll' | 'websocket';
+  /** Where the push notifications are (ClientConfig.webSocketUrl): in AWS the stack's `WebSocketUrl`. */
+  readonly webSocketUrl?: string;
   /** What a push does with a rejected bundle (ClientConfig.onRejected); default `hold`. */
   readonly onRejected?: 'hold' | 'quarantine';
   readonly retry?: RetryPolicy;
@@ -258,6 +260,7 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
         db,
         tables: options.tables,
         watch: options.watch ?? 'websocket',
+        ...(options.webSocketUrl ? { webSocketUrl: options.webSocketUrl } : {}),
         ...(options.onRejected ? { onRejected: options.onRejected } : {}),
         onProgress: (progress: Progress) => emit({ type: 'progress', progress }),
         ...(options.retry ? { retry: options.retry } : {}),
