@@ -6,11 +6,11 @@ import stylistic from '@stylistic/eslint-plugin';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '.data/**', 'bench/results/**', 'bench/peers/**/node_modules/**', 'demo/public/**', 'test/fixtures/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
+  { ignores: ['node_modules/**', 'dist/**', '.data/**', 'bench/results/**', 'bench/peers/**/node_modules/**', 'demo/public/**', 'test/fixtures/**', 'test-artifacts/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
@@ -29,7 +29,7 @@ export default tseslint.config(
   {
     // The formatting rules (`eslint --fix` applies them): what the tree already does everywhere,
     // so a diff shows changes, not style. Long lines are allowed: SQL and messages read better whole.
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     // Pinned failing scenarios are data, pasted as the fuzzer printed them.
     ignores: ['test/regressions/convergence-pinned.pg.test.ts'],
     plugins: { '@stylistic': stylistic },

@@ -65,10 +65,14 @@ export const browserHydrationBenchmark: Benchmark = {
             type Sample = { t: number; v: number; hidden: boolean; rows: string };
             const samples: Sample[] = [];
             (globalThis as unknown as { __samples: Sample[] }).__samples = samples;
-            const bar = document.querySelector('[data-testid="progress-bar"]') as HTMLProgressElement;
-            const box = document.querySelector('[data-testid="hydrate-progress"]') as HTMLElement;
-            const rows = document.querySelector('[data-testid="count-rows"]') as HTMLElement;
-            setInterval(() => samples.push({ t: performance.now(), v: bar.value, hidden: box.hidden, rows: rows.textContent ?? '' }), 10);
+            // Looked up at every sample: the workspace (and its bar) renders only once signed in.
+            const find = <E extends Element>(id: string) => document.querySelector(`[data-testid="${id}"]`) as E | null;
+            setInterval(() => {
+              const bar = find<HTMLProgressElement>('progress-bar');
+              const box = find<HTMLElement>('hydrate-progress');
+              if (!bar || !box) return;
+              samples.push({ t: performance.now(), v: bar.value, hidden: box.hidden, rows: find('count-rows')?.textContent ?? '' });
+            }, 10);
           });
           await byTestId(page, 'user-input').fill(user);
           const clickedAt = await page.evaluate(() => performance.now());

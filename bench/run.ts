@@ -28,6 +28,8 @@ import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
 import { fairShareBenchmark } from './fair-share.js';
 import { roundTripsBenchmark } from './round-trips.js';
+import { liveQueryBenchmark } from './live-query.js';
+import { browserLatencyBenchmark } from './browser-latency.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -46,6 +48,8 @@ const BENCHMARKS: readonly Benchmark[] = [
   bundleSizeBenchmark,
   concurrencyBenchmark,
   fairShareBenchmark,
+  liveQueryBenchmark,
+  browserLatencyBenchmark,
   roundTripsBenchmark,
 ];
 

@@ -5,18 +5,20 @@
  */
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
-import { type SqlValue, type SqliteDb } from './sqlite/port.js';
+import { type LiveQuery, type LiveQueryResult } from './live-query.js';
+import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { type Rejection, type Violation } from './state.js';
 import { type RetryPolicy } from './transport.js';
 import { type WebSocketFactory } from './watch-socket.js';
 import { type WakeSourceFactory } from './wake.js';
 
 export type { Rejection, Violation } from './state.js';
+export type { LiveQuery, LiveQueryResult } from './live-query.js';
 
 /** A row as the application stores it locally, by column name. */
 export type LocalRow = Record<string, unknown>;
 
-/** What a conflict resolver sees: the frozen local change and the server's row. */
+/** What a conflict resolver sees: the base the local change started from, the local change, and the server's row. */
 export interface ConflictInput {
   readonly schema: string;
   readonly table: string;
@@ -29,17 +31,76 @@ export interface ConflictInput {
   readonly serverRowDeleted: boolean;
   /** The server row's wire payload, or null when the server row is deleted or never existed. */
   readonly serverPayload: Record<string, unknown> | null;
+  /**
+   * The server row the local change started from, as this device last saw it: its version and wire
+   * payload. Null for a local insert (the device never had the row from the server).
+   */
+  readonly base: { readonly rowVersion: number; readonly payload: Record<string, unknown> } | null;
+  /**
+   * The default policy's column-by-column merge of base, local and server (null when a side deleted
+   * the row): the merged payload, and which columns came from where. Answer
+   * `{ keep: 'merged', payload: { ...merged.payload, … } }` to take it with changes of your own.
+   */
+  readonly merged: MergeProposal | null;
+}
+
+/** The default merge of one conflicting row (see ConflictInput.merged). */
+export interface MergeProposal {
+  readonly payload: Record<string, unknown>;
+  /** Columns only the device changed: its values are in `payload`. */
+  readonly fromLocal: readonly string[];
+  /** Columns only the server changed: its values are in `payload`. */
+  readonly fromServer: readonly string[];
+  /** Columns both changed to different values: the server's are in `payload` (the device's edit is overwritten). */
+  readonly bothChanged: readonly string[];
 }
 
 /**
- * A resolver's answer: `server` (the default) takes the server's row and drops the local change;
- * `local` pushes the local change again on top of the server's version; `merged` pushes the given
- * wire payload instead (a full row, or null to delete).
+ * A resolver's answer: `server` takes the server's row whole and drops the local change; `local`
+ * pushes the local change again on top of the server's version; `merged` pushes the given wire
+ * payload instead (a full row, or null to delete). Without a resolver (or when it answers
+ * `{ keep: 'merged', payload: input.merged.payload }`) the default policy merges column by column.
  */
 export type ConflictResolution =
   | { readonly keep: 'server' }
   | { readonly keep: 'local' }
   | { readonly keep: 'merged'; readonly payload: Record<string, unknown> | null };
+
+/**
+ * One conflict this device resolved (`client.conflicts()`): what the device changed, what the
+ * server had, and what became of each column.
+ */
+export interface ConflictRecord {
+  readonly id: number;
+  readonly schema: string;
+  readonly table: string;
+  readonly localTable: string;
+  /** The key as a wire string. */
+  readonly key: string;
+  readonly localOp: 'INSERT' | 'UPDATE' | 'DELETE';
+  /**
+   * `merged`: column by column (the default policy); `server`: the server's row whole; `local`: the
+   * device's change pushed again over it; `resolver`: a row the table's resolver gave.
+   */
+  readonly resolution: 'merged' | 'server' | 'local' | 'resolver';
+  /** The version the device's change started from (null for a local insert). */
+  readonly baseRowVersion: number | null;
+  readonly serverRowVersion: number;
+  readonly serverRowDeleted: boolean;
+  /** Columns the device changed whose values were kept. */
+  readonly keptLocal: readonly string[];
+  /** Columns another device or the server changed, taken from the server. */
+  readonly tookServer: readonly string[];
+  /** Columns the device changed whose values were overwritten by the server's. */
+  readonly overwritten: readonly string[];
+  /** Wire payloads: the base, the device's change, the server's row, and what the row is now (null: deleted or none). */
+  readonly base: Record<string, unknown> | null;
+  readonly local: Record<string, unknown> | null;
+  readonly server: Record<string, unknown> | null;
+  readonly result: Record<string, unknown> | null;
+  /** RFC 3339. */
+  readonly resolvedAt: string;
+}
 
 export type ConflictResolver = (conflict: ConflictInput) => ConflictResolution | Promise<ConflictResolution>;
 
@@ -51,7 +112,7 @@ export interface TableConfig {
   readonly table: string;
   /** Local SQLite table name; defaults to `table`. */
   readonly local?: string;
-  /** Conflict policy of this table; server wins when absent. */
+  /** Conflict policy of this table; without one, conflicts merge column by column against the base. */
   readonly resolver?: ConflictResolver;
 }
 
@@ -327,6 +388,10 @@ export interface SyncClient {
   requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void>;
   /** Forgets a quarantined row (the local table already holds the server's version of it). */
   dropQuarantined(id: number): Promise<void>;
+  /** The conflicts this device resolved (the newest 500), oldest first: what was merged and what was overwritten. */
+  conflicts(): Promise<ConflictRecord[]>;
+  /** Forgets the given conflict records (all of them without ids), e.g. once the app showed them. */
+  dismissConflicts(ids?: readonly number[]): Promise<void>;
   /** Detaches the user; blocked (a result) while unsynced rows exist. */
   detach(): Promise<DetachResult>;
   pendingStatus(): Promise<PendingStatus>;
@@ -344,6 +409,16 @@ export interface SyncClient {
   requestSync(): void;
   /** Subscribes to the loop's status (called at once with the current one); answers the unsubscribe. */
   onStatus(listener: (status: SyncStatus) => void): () => void;
+  /**
+   * A query kept up to date: it runs now, and again after every committed transaction that wrote
+   * a table it reads — the app's writes through `db`, and every transaction of the client (pull
+   * pages, replays, the final apply of a hydration, conflicts, quarantine, rebuild, detach) — with
+   * bursts coalesced. `listener` gets each new result; rows that did not change keep their objects.
+   * `close()` the answer when done.
+   */
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T>;
+  /** Subscribes to the local tables each committed transaction wrote (the app's and the client's); answers the unsubscribe. */
+  onTablesChanged(listener: (tables: ReadonlySet<string>) => void): () => void;
   /** Stops the loop and closes the database. */
   close(): Promise<void>;
 }

@@ -12,6 +12,7 @@ import { WatchResponse, type SourceReplacementReason } from '../core/protocol/re
 import {
   type AttachResult,
   type ClientConfig,
+  type ConflictRecord,
   type DetachResult,
   type PendingStatus,
   type PullResult,
@@ -28,11 +29,15 @@ import { clientLimits, type ClientContext } from './context.js';
 import { Coordinator } from './coordinator.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { installState, installTriggers, recordLocalModel } from './install.js';
+import { installBaseCapture } from './base-rows.js';
+import { dismissConflicts, installConflictLog, readConflicts } from './conflict-log.js';
 import { buildLocalModel } from './local-schema.js';
 import { applicationDb } from './local-writes.js';
+import { LiveQueries, type LiveQuery, type LiveQueryResult } from './live-query.js';
 import { SyncLoop } from './loop.js';
 import { drop, listQuarantine, requeue } from './quarantine.js';
-import { type SqlValue, type SqliteDb } from './sqlite/port.js';
+import { missingParents } from './requeue-check.js';
+import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
@@ -99,6 +104,8 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
   const caps = await loadCapabilities(db, transport, config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS);
   const model = await buildLocalModel(db, config.tables, caps.registered_table_specs);
   await installTriggers(db, model);
+  await installBaseCapture(db, model);
+  await installConflictLog(db);
   const grown = await recordLocalModel(db, model);
   const ctx: ClientContext = {
     db,
@@ -129,6 +136,7 @@ class Client implements SyncClient {
   private closed = false;
   /** `watch: 'websocket'`: the push-notification socket, opened by the first watch(). */
   private socketWatch: SocketWatch | null | undefined;
+  private readonly live: LiveQueries;
   readonly db: SqliteDb;
 
   constructor(private readonly ctx: ClientContext, baseUrl: string) {
@@ -144,6 +152,11 @@ class Client implements SyncClient {
       watchMaxWaitSeconds: ctx.limits.watchMaxWaitSeconds,
     }, onWake) ?? null);
     this.db = applicationDb(ctx.db, () => this.loop.localWrite());
+    this.live = new LiveQueries({
+      query: (sql, params) => ctx.db.query(sql, params),
+      tablesRead: (sql) => ctx.db.tablesRead(sql),
+      onTablesChanged: (listener) => ctx.db.onCommit(listener),
+    });
   }
 
   private open(): void {
@@ -223,13 +236,36 @@ class Client implements SyncClient {
 
   requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void> {
     return this.run(async () => {
+      await this.requeuePossible(id, fix);
       await requeue(this.ctx, id, fix);
       this.loop.localWrite();
     });
   }
 
+  /** Refuses, with the reason, a re-queue that could never succeed (requeue-check.ts). */
+  private async requeuePossible(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void> {
+    const record = (await listQuarantine(this.ctx)).find((r) => r.id === id);
+    if (!record || (record.row === null && fix === undefined)) return;
+    const missing = await missingParents(this.ctx.db, this.ctx.model, record.localTable, { ...(record.row ?? {}), ...fix });
+    if (missing.length === 0) return;
+    const what = missing.map((m) => `${m.table ?? m.localTable} ${m.key} (its ${m.column})`).join(', ');
+    throw new ClientError(ClientErrorCode.quarantineParentMissing,
+      `quarantined row ${id} cannot be re-queued: it refers to ${what}, which no longer exists here; re-queue it with a fix that points elsewhere, or drop it`,
+      { missing });
+  }
+
   dropQuarantined(id: number): Promise<void> {
     return this.run(() => drop(this.ctx, id));
+  }
+
+  async conflicts(): Promise<ConflictRecord[]> {
+    this.open();
+    return readConflicts(this.ctx.db);
+  }
+
+  async dismissConflicts(ids?: readonly number[]): Promise<void> {
+    this.open();
+    await dismissConflicts(this.ctx.db, ids);
   }
 
   detach(): Promise<DetachResult> {
@@ -298,11 +334,21 @@ class Client implements SyncClient {
     return this.loop.onStatus(listener);
   }
 
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params: readonly SqlValue[] = [], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T> {
+    this.open();
+    return this.live.liveQuery<T>(sql, params, listener);
+  }
+
+  onTablesChanged(listener: (tables: ReadonlySet<string>) => void): () => void {
+    return this.ctx.db.onCommit(listener);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     await this.loop.stop();
     await this.run(async () => {
       this.closed = true;
+      this.live.closeAll();
       this.socketWatch?.close();
       await this.ctx.db.close();
     });

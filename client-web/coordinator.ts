@@ -14,6 +14,7 @@
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type AttachResult, type DetachResult, type PullResult, type PushResult, type RebuildResult } from './api.js';
 import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, inApplyMode } from './apply.js';
+import { forgetCleanBases, rebaseChangedAgain } from './base-rows.js';
 import { fetchOwnBundle } from './committed-rows.js';
 import { resolveConflicts } from './conflicts.js';
 import { type ClientContext } from './context.js';
@@ -40,9 +41,11 @@ import {
   detachUser,
   forgetSnapshotsBefore,
   readAttachment,
+  readCeilingReached,
   readFrozen,
   readSnapshotDownload,
   readSource,
+  recordCeilingReached,
   recordRejection,
   recordRotationIntent,
   recordSnapshotDownload,
@@ -117,6 +120,9 @@ class Run {
 }
 
 export class Coordinator {
+  /** The user whose data is known to have reached the frozen ceiling (null: none; undefined: not read yet). */
+  private ceilingReachedFor: string | null | undefined;
+
   constructor(private readonly ctx: ClientContext) {}
 
   private get db() {
@@ -213,7 +219,13 @@ export class Coordinator {
   }
 
   /** Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild. */
-  private freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+  private async freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+    // Nothing dirty and nothing frozen (a device woken by another's commit): no write transaction,
+    // which on OPFS costs a flush, for a freeze that would find nothing.
+    if (!unfreezeFirst) {
+      const [idle] = await this.db.query<{ idle: number }>('SELECT NOT EXISTS (SELECT 1 FROM _sync_dirty) AND NOT EXISTS (SELECT 1 FROM _sync_push_state) AS idle');
+      if (Number(idle?.idle) === 1) return null;
+    }
     return this.db.transaction(async (tx) => {
       if (unfreezeFirst) await unfreeze(tx, unfreezeFirst);
       const result = await freeze(tx, this.ctx.model, limits);
@@ -318,7 +330,10 @@ export class Coordinator {
     }
     await applyTransaction(this.db, this.ctx.model, async (tx) => {
       await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, fetched.rows, true));
+      // Conflict bases (base-rows.ts): a row changed again after the freeze builds on what was just committed.
+      await rebaseChangedAgain(tx, this.ctx.model, fetched.rows);
       await dropOutbox(tx, frozen);
+      await forgetCleanBases(tx, this.ctx.model);
       await acknowledgeTuple(tx, frozen.sourceBundleId);
       await advanceCheckpointPastOwn(tx, bundle.bundle_seq);
       await forgetSnapshotsBefore(tx, bundle.bundle_seq);
@@ -341,7 +356,10 @@ export class Coordinator {
     if (page.kind === 'source_refused') return this.sourceRefused(run, page.error);
     run.pullTarget = page.stable;
     const last = page.last;
-    if (last === undefined) return { type: 'page_applied', more: false };
+    if (last === undefined) {
+      await this.ceilingReached(page.stable);
+      return { type: 'page_applied', more: false };
+    }
     const stats = await applyTransaction(this.db, this.ctx.model, async (tx) => {
       const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false));
       await advanceCheckpoint(tx, last);
@@ -355,7 +373,22 @@ export class Coordinator {
     // Rows still to come are estimated from the bundles still to come.
     const perBundle = run.rowsSeen / run.bundlesApplied;
     this.ctx.progress({ phase: 'pull', rowsDone: run.rowsSeen, rowsTotal: run.rowsSeen + Math.round(perBundle * Math.max(0, page.stable - last)) });
-    return { type: 'page_applied', more: page.hasMore && last < page.stable };
+    const more = page.hasMore && last < page.stable;
+    if (!more) await this.ceilingReached(page.stable);
+    return { type: 'page_applied', more };
+  }
+
+  /**
+   * Records, once per attachment, that the user's data reached a frozen ceiling (a pull's stable
+   * bundle, or a snapshot): live queries report their rows complete from then on.
+   */
+  private async ceilingReached(bundleSeq: number): Promise<void> {
+    const { userId } = await readAttachment(this.db);
+    if (userId === null || this.ceilingReachedFor === userId) return;
+    this.ceilingReachedFor = await readCeilingReached(this.db);
+    if (this.ceilingReachedFor === userId) return;
+    await this.db.transaction((tx) => recordCeilingReached(tx, userId, bundleSeq));
+    this.ceilingReachedFor = userId;
   }
 
   // ── Rebuild ─────────────────────────────────────────────────────────────────────────────────
@@ -414,6 +447,7 @@ export class Coordinator {
       return applied;
     }, this.needsRebuild);
     await deleteSnapshotSession(this.ctx, done.snapshotId);
+    await this.ceilingReached(done.snapshotBundleSeq);
     run.rebuilds++;
     run.rebuiltRows += rowsApplied;
     run.rebuild = { snapshotBundleSeq: done.snapshotBundleSeq, rowsApplied, resumed, ...(rotatedTo ? { rotatedTo } : {}) };
@@ -442,6 +476,7 @@ export class Coordinator {
     if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000 };
     await this.db.transaction((tx) =>
       attachUser(tx, userId, { rebuildRequired: answer.resolution === 'remote_authoritative', initializationId: answer.initialization_id ?? null }));
+    this.ceilingReachedFor = null;
     if (answer.resolution === 'initialize_empty') return { status: 'attached', resolution: answer.resolution, hydratedRows: 0 };
     const report = await this.run('attach');
     return { status: 'attached', resolution: answer.resolution, hydratedRows: report.rebuiltRows };
@@ -482,7 +517,9 @@ export class Coordinator {
       await dropStageTables(tx, this.ctx.model);
       await detachUser(tx);
       await adoptSource(tx, fresh);
+      await forgetCleanBases(tx, this.ctx.model);
     });
+    this.ceilingReachedFor = null;
     this.ctx.sourceRef.current = fresh;
     return { status: 'detached' };
   }

@@ -58,6 +58,12 @@ export const ClientErrorCode = {
   watchDisabled: 'watch_disabled',
   /** A quarantined row with that id does not exist. */
   quarantineNotFound: 'quarantine_not_found',
+  /**
+   * A quarantined row cannot be re-queued as it is: a row it refers to (foreign key) is gone, deleted
+   * on another device meanwhile. `details.missing` names each; re-queue it with a fix that points
+   * elsewhere, or drop it.
+   */
+  quarantineParentMissing: 'quarantine_parent_missing',
   /** The client was closed. */
   closed: 'client_closed',
 } as const;

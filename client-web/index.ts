@@ -8,9 +8,13 @@ export type {
   AttachResult,
   ClientConfig,
   ConflictInput,
+  ConflictRecord,
   ConflictResolution,
+  MergeProposal,
   ConflictResolver,
   DetachResult,
+  LiveQuery,
+  LiveQueryResult,
   LocalRow,
   LoopEnvironment,
   PendingStatus,
@@ -40,4 +44,5 @@ export {
 } from './errors.js';
 export { SyncHttpError, type RetryPolicy } from './transport.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
-export type { SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
+export type { CommitListener, SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
+export { LiveQueries, rowContentKey, type LiveSource } from './live-query.js';

@@ -23,6 +23,8 @@
  *   the added columns still to fill from the server (`refresh`, until the next rebuild).
  * - `_sync_quarantine`: rows moved out of a rejected bundle (quarantine.ts), with the rejection,
  *   until the app re-queues or drops them.
+ * - `_sync_reached_ceiling`: the user whose data reached the server's frozen ceiling once (a pull
+ *   to its stable bundle, or a snapshot), so live queries can say their rows are complete.
  * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, and `_sync_trg_<table>_key_{ins,upd}`,
  *   which refuse a key the wire would change (a non-canonical UUID), recreated on every open;
  *   those of a table no longer managed are dropped with its dirty marks.
@@ -109,6 +111,12 @@ CREATE TABLE IF NOT EXISTS _sync_local_model (
   tbl TEXT PRIMARY KEY,
   columns TEXT NOT NULL,
   refresh TEXT
+);
+CREATE TABLE IF NOT EXISTS _sync_reached_ceiling (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  user_id TEXT NOT NULL,
+  bundle_seq INTEGER NOT NULL,
+  reached_at TEXT NOT NULL
 );
 `;
 

@@ -50,6 +50,8 @@ export function applicationDb(db: SqliteDb, onWrite: () => void): SqliteDb {
     query: (sql, params) => s.query(sql, params),
     runMany: (sql, rows) => s.runMany(sql, rows).then(wrote),
     transaction: (fn) => guarded(() => db.transaction((tx) => fn(statements(tx)))).then(wrote),
+    tablesRead: (sql) => db.tablesRead(sql),
+    onCommit: (listener) => db.onCommit(listener),
     close: () => db.close(),
   };
 }

@@ -8,7 +8,8 @@
  *   or required;
  * - `_sync_push_state`: the one frozen bundle and the server's rejection of it;
  * - `_sync_rebuild_state`: a resumable snapshot download;
- * - `_sync_quarantine`: rows moved out of rejected bundles.
+ * - `_sync_quarantine`: rows moved out of rejected bundles;
+ * - `_sync_reached_ceiling`: the attached user's data reached the server's frozen ceiling once.
  *
  * Every write here is a named transition taking the caller's transaction. The coordinator
  * (coordinator.ts) decides which transition happens when; steps only record their own progress
@@ -153,11 +154,28 @@ export async function attachUser(tx: SqliteStatements, userId: string, options: 
   await tx.run(
     'UPDATE _sync_attachment_state SET user_id = ?, last_bundle_seq_seen = 0, rebuild_required = ?, initialization_id = ? WHERE id = 1',
     [userId, options.rebuildRequired ? 1 : 0, options.initializationId]);
+  await tx.run('DELETE FROM _sync_reached_ceiling');
 }
 
 /** The user is gone: no checkpoint, nothing required, no lease. */
 export async function detachUser(tx: SqliteStatements): Promise<void> {
   await tx.run('UPDATE _sync_attachment_state SET user_id = NULL, last_bundle_seq_seen = 0, rebuild_required = 0, initialization_id = NULL WHERE id = 1');
+  await tx.run('DELETE FROM _sync_reached_ceiling');
+}
+
+/**
+ * The attached user's data reached the server's frozen ceiling (a pull to its stable bundle, or a
+ * snapshot applied): from now on the local rows are a complete copy as of some moment, which live
+ * queries report (`complete`). Recorded once per attachment.
+ */
+export async function recordCeilingReached(tx: SqliteStatements, userId: string, bundleSeq: number): Promise<void> {
+  await tx.run('INSERT OR REPLACE INTO _sync_reached_ceiling (id, user_id, bundle_seq, reached_at) VALUES (1, ?, ?, ?)', [userId, bundleSeq, new Date().toISOString()]);
+}
+
+/** The user whose data reached the server's frozen ceiling, or null. */
+export async function readCeilingReached(db: SqliteStatements): Promise<string | null> {
+  const [row] = await db.query<{ user_id: string }>('SELECT user_id FROM _sync_reached_ceiling WHERE id = 1');
+  return row?.user_id ?? null;
 }
 
 export async function setInitializationId(tx: SqliteStatements, initializationId: string | null): Promise<void> {

@@ -1,6 +1,6 @@
 /**
- * Builds the demo web app into `demo/dist/` (git-ignored): esbuild bundles the UI
- * (`demo/src/app.ts` → `app.js`), the sync worker (`worker.ts` → `worker.js`) and the service
+ * Builds the demo web app into `demo/dist/` (git-ignored): esbuild bundles the React UI
+ * (`demo/src/app.tsx` → `app.js`, React and React DOM from npm), the sync worker (`worker.ts` → `worker.js`) and the service
  * worker (`sw.ts` → `sw.js`, served from the root so its scope is the whole app), and copies
  * `demo/public/*` and wa-sqlite's wasm next to the worker, where the wa-sqlite module looks for
  * it (`new URL('wa-sqlite.wasm', import.meta.url)`, see client-web/sqlite/opfs.ts).
@@ -24,8 +24,17 @@ export interface DemoBuild {
   readonly elapsedMs: number;
 }
 
+export interface DemoBuildOptions {
+  /**
+   * React's build: `development` (the default: StrictMode mounts every effect twice and React checks
+   * more, which the demo's browser tests rely on) or `production` (what an app ships; the latency
+   * benchmark measures it).
+   */
+  readonly react?: 'development' | 'production';
+}
+
 /** Bundles the demo into `outDir` (default demo/dist), replacing what was there. */
-export async function buildDemo(outDir: string = DEMO_DIST): Promise<DemoBuild> {
+export async function buildDemo(outDir: string = DEMO_DIST, options: DemoBuildOptions = {}): Promise<DemoBuild> {
   const started = performance.now();
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
@@ -39,10 +48,13 @@ export async function buildDemo(outDir: string = DEMO_DIST): Promise<DemoBuild> 
     absWorkingDir: ROOT,
     // The Node-only branches of the wa-sqlite glue import these; they never run in a browser.
     external: ['fs', 'path', 'url', 'module', 'worker_threads'],
+    jsx: 'automatic',
+    define: { 'process.env.NODE_ENV': JSON.stringify(options.react ?? 'development') },
+    minify: options.react === 'production',
   };
   const apps = await build({
     ...common,
-    entryPoints: { app: join(ROOT, 'demo/src/app.ts'), worker: join(ROOT, 'demo/src/worker.ts') },
+    entryPoints: { app: join(ROOT, 'demo/src/app.tsx'), worker: join(ROOT, 'demo/src/worker.ts') },
     outdir: outDir,
     metafile: true,
   });

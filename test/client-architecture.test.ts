@@ -12,13 +12,13 @@ const sources = readdirSync(DIR).filter((f) => f.endsWith('.ts')).map((f) => ({ 
 const source = (file: string) => (sources.find((s) => s.file === file) as { text: string }).text;
 
 /** The tables of the client's lifecycle (see client-web/state.ts). */
-const LIFECYCLE_TABLES = ['_sync_attachment_state', '_sync_source_state', '_sync_push_state', '_sync_rebuild_state', '_sync_quarantine'];
+const LIFECYCLE_TABLES = ['_sync_attachment_state', '_sync_source_state', '_sync_push_state', '_sync_rebuild_state', '_sync_quarantine', '_sync_reached_ceiling'];
 
 /** state.ts functions that change the lifecycle: only the coordinator calls them. */
 const TRANSITIONS = [
   'attachUser', 'detachUser', 'setInitializationId', 'setRebuildRequired', 'advanceCheckpoint', 'advanceCheckpointPastOwn',
   'checkpointAtSnapshot', 'recordSourceRefusal', 'recordRotationIntent', 'adoptSource', 'recordRejection', 'acknowledgeTuple',
-  'recordSnapshotDownload', 'clearSnapshotDownload', 'forgetSnapshotsBefore',
+  'recordSnapshotDownload', 'clearSnapshotDownload', 'forgetSnapshotsBefore', 'recordCeilingReached',
 ];
 
 const imports = (text: string) => [...text.matchAll(/from '\.\/([a-z-]+)\.js'/g)].map((m) => m[1] as string);

@@ -17,7 +17,7 @@ import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, type Runtime } from '../../functions/index.js';
 import { THIS_BUILD } from '../../core/sync/index.js';
 import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
-import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { startGateway, type Gateway, type GatewayOptions } from '../../dev/gateway.js';
 import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './schema.js';
 import { HttpClient, RoundTripLog } from './http-client.js';
 
@@ -148,6 +148,10 @@ export interface SideDatabaseOptions {
   readonly prepare?: (admin: pg.Pool) => Promise<void>;
   readonly staticDir?: string;
   readonly devTokens?: boolean;
+  /** One LISTEN connection hearing every commit, as `npm start` has: WebSocket notifications, woken long polls. */
+  readonly feed?: boolean;
+  /** Wraps every handler call of its gateway (timings of requests). */
+  readonly intercept?: GatewayOptions['intercept'];
 }
 
 /** Creates (or re-creates) database `name` beside the bench's and serves it like the main one. */
@@ -164,12 +168,14 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
   const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: options.tables, SYNC_APP_NAME: `lockstep-bench-${name}` });
   const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
   await bootstrap(db, { tables: config.tables });
-  const runtime = createRuntime(config, pool);
+  const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
+  const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
   const gateway = await startGateway({
     runtime,
     auth: { secret: BENCH_JWT_SECRET },
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
+    ...(options.intercept ? { intercept: options.intercept } : {}),
   });
   return {
     url: gateway.url,
@@ -178,6 +184,7 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
     runtime,
     close: async () => {
       await gateway.close();
+      await feed?.close();
       await pool.end();
       await admin.end();
       await server.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);

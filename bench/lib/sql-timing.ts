@@ -56,6 +56,8 @@ export function timedDb(db: SqliteDb, timings: SqlTimings): SqliteDb {
   return {
     ...timedStatements(db, timings),
     transaction: (fn) => db.transaction((tx) => fn(timedStatements(tx, timings))),
+    tablesRead: (sql) => db.tablesRead(sql),
+    onCommit: (listener) => db.onCommit(listener),
     close: () => db.close(),
   };
 }

@@ -35,6 +35,8 @@ export const REMOTE_METHODS = [
   'quarantined',
   'requeueQuarantined',
   'dropQuarantined',
+  'conflicts',
+  'dismissConflicts',
   'detach',
   'pendingStatus',
   'watch',
@@ -42,6 +44,7 @@ export const REMOTE_METHODS = [
   'stop',
   'requestSync',
   'query',
+  'tablesRead',
   'run',
   'exec',
   'transaction',
@@ -49,7 +52,7 @@ export const REMOTE_METHODS = [
 export type RemoteMethod = (typeof REMOTE_METHODS)[number];
 
 /** Methods that change no data (reads, and the loop's controls): every other method may. */
-const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'quarantined', 'start', 'stop', 'requestSync']);
+const READ_ONLY_METHODS: ReadonlySet<RemoteMethod> = new Set(['pendingStatus', 'watch', 'query', 'tablesRead', 'quarantined', 'conflicts', 'start', 'stop', 'requestSync']);
 
 /**
  * The sync loop's options as a worker takes them: structured-clone data only, so no environment
@@ -81,6 +84,8 @@ export interface WireError {
   readonly message: string;
   readonly name: string;
   readonly status?: number;
+  /** Structured details of the failure (e.g. `quarantine_parent_missing`'s missing rows). */
+  readonly details?: unknown;
 }
 
 /** Which tab holds the database: this one (`owner`) or another (`follower`). */
@@ -91,6 +96,8 @@ export type HostEvent =
   | { readonly type: 'progress'; readonly progress: Progress }
   /** The database may have changed: `method` succeeded (in any tab). */
   | { readonly type: 'change'; readonly method: RemoteMethod }
+  /** A transaction committed in the owner's database and wrote these tables (live queries re-run). */
+  | { readonly type: 'tables'; readonly tables: readonly string[] }
   /** The owner's sync loop reported its status. */
   | { readonly type: 'status'; readonly status: SyncStatus };
 
@@ -122,12 +129,20 @@ export type OnChannel =
 /** Turns anything thrown into a WireError, keeping a `code` when the error has one. */
 export function toWireError(error: unknown): WireError {
   if (error instanceof Error) {
-    const e = error as Error & { code?: unknown; status?: unknown };
+    const e = error as Error & { code?: unknown; status?: unknown; details?: unknown };
+    let details: unknown;
+    try {
+      // Only what survives a structured clone crosses the thread boundary.
+      details = e.details === undefined ? undefined : structuredClone(e.details);
+    } catch {
+      details = undefined;
+    }
     return {
       code: isSyncErrorCode(e.code) ? e.code : 'worker_error',
       message: e.message,
       name: e.name,
       ...(typeof e.status === 'number' ? { status: e.status } : {}),
+      ...(details === undefined ? {} : { details }),
     };
   }
   return { code: 'worker_error', message: String(error), name: 'Error' };

@@ -6,6 +6,7 @@
  */
 import type {
   AttachResult,
+  ConflictRecord,
   DetachResult,
   PendingStatus,
   Progress,
@@ -19,6 +20,7 @@ import type {
 } from '../api.js';
 import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import type { SqlRow, SqlValue } from '../sqlite/port.js';
+import { LiveQueries, type LiveQuery, type LiveQueryResult } from '../live-query.js';
 import type { SyncErrorCode } from '../errors.js';
 import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerErrorCode, WorkerOpenConfig, WorkerRole, WorkerStartOptions } from './protocol.js';
 
@@ -31,11 +33,14 @@ export class WorkerCallError extends Error {
   readonly status: number | undefined;
   /** The class name of the original error. */
   readonly remoteName: string;
+  /** Structured details the original error carried (ClientError.details), when any. */
+  readonly details: unknown;
   constructor(error: WireError) {
     super(error.message);
     this.code = error.code;
     this.status = error.status;
     this.remoteName = error.name;
+    this.details = error.details;
   }
 }
 
@@ -46,6 +51,8 @@ export interface WorkerClientEvents {
   role: WorkerRole;
   /** The sync loop's status (from the tab that owns the database), see `start()`. */
   status: SyncStatus;
+  /** A transaction committed (in whichever tab's call, or the owner's sync) and wrote these tables. */
+  tables: ReadonlySet<string>;
 }
 
 /** The sync client as seen from the main thread. */
@@ -65,6 +72,8 @@ export interface WorkerSyncClient {
   quarantined(): Promise<QuarantinedRow[]>;
   requeueQuarantined(id: number, fix?: Readonly<Record<string, SqlValue>>): Promise<void>;
   dropQuarantined(id: number): Promise<void>;
+  conflicts(): Promise<ConflictRecord[]>;
+  dismissConflicts(ids?: readonly number[]): Promise<void>;
   detach(): Promise<DetachResult>;
   pendingStatus(): Promise<PendingStatus>;
   watch(signal?: AbortSignal): Promise<WatchResult>;
@@ -80,6 +89,8 @@ export interface WorkerSyncClient {
   requestSync(): Promise<void>;
   /** The last status the loop reported, or null before the first. */
   readonly status: SyncStatus | null;
+  /** Subscribes to the loop's status (called at once with the last one, if any), like SyncClient.onStatus. */
+  onStatus(listener: (status: SyncStatus) => void): () => void;
   /** The app's own reads. */
   query<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[]): Promise<T[]>;
   /** The app's own writes, captured by the client's triggers like any local write. */
@@ -87,6 +98,14 @@ export interface WorkerSyncClient {
   exec(sql: string): Promise<void>;
   /** Runs the statements in one transaction; answers the changed rows of each. */
   transaction(statements: readonly SqlStatement[]): Promise<number[]>;
+  /** The tables a statement reads, as SQLite reports them (SqliteDb.tablesRead). */
+  tablesRead(sql: string): Promise<string[]>;
+  /**
+   * A query kept up to date in this tab (SyncClient.liveQuery): it runs through the owner, and
+   * again whenever a transaction in any tab or the owner's sync wrote a table it reads. When
+   * another tab takes the database over, every live query runs again.
+   */
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T>;
   /** Closes the database (another tab may take it over) and ends the worker. */
   close(): Promise<void>;
 }
@@ -112,6 +131,7 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     change: new Set(),
     role: new Set(),
     status: new Set(),
+    tables: new Set(),
   };
 
   const post = (message: ToWorker) => worker.postMessage(message);
@@ -134,12 +154,17 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
       case 'role':
         role = message.role;
         fire('role', role);
+        // A new owner: commits made meanwhile were announced to nobody here.
+        live.refreshAll();
         return;
-      case 'event':
-        if (message.event.type === 'progress') fire('progress', message.event.progress);
-        else if (message.event.type === 'status') fire('status', (status = message.event.status));
-        else fire('change', { method: message.event.method });
+      case 'event': {
+        const event = message.event;
+        if (event.type === 'progress') fire('progress', event.progress);
+        else if (event.type === 'status') fire('status', (status = event.status));
+        else if (event.type === 'tables') fire('tables', new Set(event.tables));
+        else fire('change', { method: event.method });
         return;
+      }
       case 'result':
       case 'error': {
         const p = pending.get(message.id);
@@ -168,6 +193,15 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     });
   }
 
+  const live = new LiveQueries({
+    query: (sql, params) => call('query', [sql, params]),
+    tablesRead: (sql) => call('tablesRead', [sql]),
+    onTablesChanged: (listener) => {
+      listeners.tables.add(listener);
+      return () => listeners.tables.delete(listener);
+    },
+  });
+
   post({ t: 'open', config });
 
   return {
@@ -189,11 +223,18 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     quarantined: () => call('quarantined', []),
     requeueQuarantined: (id, fix) => call('requeueQuarantined', fix === undefined ? [id] : [id, fix]),
     dropQuarantined: (id) => call('dropQuarantined', [id]),
+    conflicts: () => call('conflicts', []),
+    dismissConflicts: (ids) => call('dismissConflicts', ids === undefined ? [] : [ids]),
     detach: () => call('detach', []),
     pendingStatus: () => call('pendingStatus', []),
     watch: (signal) => call('watch', [], signal),
     get status() {
       return status;
+    },
+    onStatus(listener) {
+      listeners.status.add(listener);
+      if (status) listener(status);
+      return () => listeners.status.delete(listener);
     },
     async start(options = {}) {
       await call('start', [options]);
@@ -221,8 +262,11 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
     run: (sql, params = []) => call('run', [sql, params]),
     exec: (sql) => call('exec', [sql]),
     transaction: (statements) => call('transaction', [statements]),
+    tablesRead: (sql) => call('tablesRead', [sql]),
+    liveQuery: (sql, params = [], listener) => live.liveQuery(sql, params, listener),
     async close() {
       if (ended) return;
+      live.closeAll();
       stopVisibility?.();
       const id = nextId++;
       const done = new Promise<void>((resolve) => pending.set(id, { resolve: () => resolve(), reject: () => resolve() }));

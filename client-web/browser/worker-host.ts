@@ -44,7 +44,13 @@ export interface WorkerHostOptions {
   /** Idempotent DDL of the app's own tables (CREATE TABLE IF NOT EXISTS …), run before openClient. */
   readonly schemaSql: string;
   readonly tables: readonly TableConfig[];
-  readonly watch?: 'off' | 'long-poll';
+  /**
+   * How the owner hears of other devices' commits (ClientConfig.watch): `websocket` (push
+   * notifications, falling back to long polls by itself; the default), `long-poll` or `off`.
+   */
+  readonly watch?: 'off' | 'long-poll' | 'websocket';
+  /** Where the push notifications are (ClientConfig.webSocketUrl): in AWS the stack's `WebSocketUrl`. */
+  readonly webSocketUrl?: string;
   /** What a push does with a rejected bundle (ClientConfig.onRejected); default `hold`. */
   readonly onRejected?: 'hold' | 'quarantine';
   readonly retry?: RetryPolicy;
@@ -97,6 +103,8 @@ async function execute(client: SyncClient, call: Call, signal: AbortSignal, loop
   switch (call.method) {
     case 'query':
       return db.query(a as string, (b ?? []) as []);
+    case 'tablesRead':
+      return db.tablesRead(a as string);
     case 'run':
       return db.run(a as string, (b ?? []) as []);
     case 'exec':
@@ -129,6 +137,10 @@ async function execute(client: SyncClient, call: Call, signal: AbortSignal, loop
       return client.requeueQuarantined(a as number, b as Readonly<Record<string, SqlValue>> | undefined);
     case 'dropQuarantined':
       return client.dropQuarantined(a as number);
+    case 'conflicts':
+      return client.conflicts();
+    case 'dismissConflicts':
+      return client.dismissConflicts(a as readonly number[] | undefined);
     case 'start':
       return loop.start((a ?? {}) as WorkerStartOptions);
     case 'stop':
@@ -247,7 +259,8 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
         getToken: () => token,
         db,
         tables: options.tables,
-        watch: options.watch ?? 'long-poll',
+        watch: options.watch ?? 'websocket',
+        ...(options.webSocketUrl ? { webSocketUrl: options.webSocketUrl } : {}),
         ...(options.onRejected ? { onRejected: options.onRejected } : {}),
         onProgress: (progress: Progress) => emit({ type: 'progress', progress }),
         ...(options.retry ? { retry: options.retry } : {}),
@@ -255,6 +268,8 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
       };
       client = await openClient(clientConfig);
       client.onStatus((status) => emit({ type: 'status', status }));
+      // Every tab's live queries re-run from these (client-web/live-query.ts).
+      client.onTablesChanged((tables) => emit({ type: 'tables', tables: [...tables] }));
       if (loopOptions) client.start(loopOptions);
     } catch (error) {
       openFailure = { ...toWireError(error), code: 'open_failed' };

@@ -27,6 +27,9 @@ export interface SqliteStatements {
   runMany(sql: string, paramRows: readonly (readonly SqlValue[])[]): Promise<{ changes: number }>;
 }
 
+/** Receives the tables one committed transaction wrote (see `SqliteDb.onCommit`). */
+export type CommitListener = (tables: ReadonlySet<string>) => void;
+
 /** One open database. Calls are serialised by the adapter; a transaction holds the connection. */
 export interface SqliteDb extends SqliteStatements {
   /**
@@ -34,6 +37,22 @@ export interface SqliteDb extends SqliteStatements {
    * same `SqliteDb` wait until the transaction ends, so use only `tx` inside `fn`.
    */
   transaction<T>(fn: (tx: SqliteStatements) => Promise<T>): Promise<T>;
+  /**
+   * The tables one statement reads, as SQLite itself reports them while it prepares the statement
+   * (its authorizer's read actions): views, subqueries and CTEs come out as the tables beneath
+   * them (view names included), triggers do not count, and nothing is parsed here. The statement
+   * is prepared, never run.
+   */
+  tablesRead(sql: string): Promise<string[]>;
+  /**
+   * Subscribes to commits: `listener` runs once per committed transaction — one of
+   * `transaction()`, or a statement run outside any — with every table it may have written, as
+   * SQLite authorized the writes while preparing its statements (the writes of triggers and of
+   * foreign-key actions included, DROP TABLE too). It is a superset: a statement that matched no
+   * row still names its table, but no write is ever missing. A rolled-back transaction reports
+   * nothing. Answers the unsubscribe.
+   */
+  onCommit(listener: CommitListener): () => void;
   /** Closes the database; later calls fail. */
   close(): Promise<void>;
 }

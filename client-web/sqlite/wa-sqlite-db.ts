@@ -15,9 +15,15 @@
  *
  * TEXT is passed NUL-terminated by wa-sqlite, so a string cannot contain U+0000 (it is cut
  * there); PostgreSQL text cannot hold it either, so synced data never does.
+ *
+ * Which tables a statement reads or writes comes from SQLite's authorizer, installed once per
+ * connection: SQLite calls it while it prepares a statement, for every table and column the
+ * statement (and the triggers and foreign-key actions it sets off) will touch. Writes collected
+ * that way are reported per committed transaction (`onCommit`, the base of live queries); reads
+ * are collected only on request (`tablesRead`).
  */
 import * as SQLite from 'wa-sqlite';
-import { type SqlRow, type SqlValue, type SqliteDb, type SqliteStatements } from './port.js';
+import { type CommitListener, type SqlRow, type SqlValue, type SqliteDb, type SqliteStatements } from './port.js';
 
 /** SQLite result codes this adapter names itself (https://sqlite.org/rescode.html). */
 export const SQLITE_CODES = {
@@ -99,6 +105,14 @@ class SerialQueue {
   }
 }
 
+/** Authorizer action codes (https://sqlite.org/c3ref/c_alter_table.html) the adapter listens to. */
+const AUTH = { DELETE: 9, INSERT: 18, READ: 20, UPDATE: 23, ALTER_TABLE: 26 } as const;
+/**
+ * Actions that write the table (or view) named by their first argument: rows, and the table's
+ * existence or definition (CREATE and DROP of tables and views, temporary ones included).
+ */
+const WRITES_FIRST = new Set([AUTH.DELETE, AUTH.INSERT, AUTH.UPDATE, 2, 4, 6, 8, 11, 13, 15, 17]);
+
 const int32Min = -0x8000_0000;
 const int32Max = 0x7fff_ffff;
 
@@ -124,6 +138,44 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   const queue = new SerialQueue();
   let closed = false;
   let emptyBlobPtr = 0;
+  /** Tables written since the last commit (or the last statement outside a transaction). */
+  let written = new Set<string>();
+  /** While tablesRead() prepares its statement: the tables read; writes are not recorded then. */
+  let reading: Set<string> | null = null;
+  const commitListeners = new Set<CommitListener>();
+
+  function authorize(_user: unknown, action: number, first: string | null, second: string | null): number {
+    if (reading) {
+      if (action === AUTH.READ && first !== null) reading.add(first);
+    } else if (WRITES_FIRST.has(action)) {
+      if (first !== null) written.add(first);
+    } else if (action === AUTH.ALTER_TABLE && second !== null) {
+      // ALTER TABLE names the database first and the table second.
+      written.add(second);
+    }
+    return SQLite.SQLITE_OK;
+  }
+
+  /** Reports what the ended transaction wrote; nothing after a rollback (`committed` false). */
+  function settle(committed: boolean): void {
+    if (written.size === 0) return;
+    const tables = written;
+    written = new Set();
+    if (!committed) return;
+    for (const listener of commitListeners) {
+      try {
+        listener(tables);
+      } catch (error) {
+        // A listener's bug must not break the database or the other listeners.
+        console.error('lockstep: a commit listener threw', error);
+      }
+    }
+  }
+
+  /** After a call outside `transaction()`: a statement outside any transaction has committed by now. */
+  function settleIfAutocommit(): void {
+    if (written.size > 0 && sqlite3.get_autocommit(db)) settle(true);
+  }
 
   /** wa-sqlite's SQLiteError (no statement, untyped code) as our SqliteError; others unchanged. */
   function fail(error: unknown, sql?: string): unknown {
@@ -304,6 +356,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       const result = await fn(tx);
       await inner.push(() => execNow('COMMIT'));
       active = false;
+      settle(true);
       return result;
     } catch (error) {
       active = false;
@@ -311,6 +364,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       await inner.push(async () => {
         if (!sqlite3.get_autocommit(db)) await execNow('ROLLBACK').catch(() => undefined);
       });
+      settle(false);
       throw error;
     } finally {
       active = false;
@@ -322,6 +376,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   let openError: unknown;
   void queue.push(async () => {
     try {
+      sqlite3.set_authorizer(db, authorize, null);
       await execNow('PRAGMA foreign_keys = ON');
       await execNow(`PRAGMA cache_size = -${Math.max(64, Math.floor(options.cacheSizeKiB ?? DEFAULT_CACHE_KIB))}`);
       const rows = await queryNow('PRAGMA foreign_keys');
@@ -331,12 +386,40 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
     }
   });
   const afterOpen = <T>(task: () => Promise<T>) => (): Promise<T> => (openError === undefined ? task() : Promise.reject(openError));
-  const outer = statements(() => !closed, (task) => queue.push(afterOpen(task)));
+  // A call outside transaction() may commit by itself (autocommit), or end a transaction the app
+  // opened with its own BEGIN: either way its writes are reported once it returns.
+  const settled = <T>(task: () => Promise<T>) => async (): Promise<T> => {
+    try {
+      return await task();
+    } finally {
+      settleIfAutocommit();
+    }
+  };
+  const outer = statements(() => !closed, (task) => queue.push(afterOpen(settled(task))));
+
+  async function tablesReadNow(sql: string): Promise<string[]> {
+    const found = new Set<string>();
+    reading = found;
+    try {
+      const stmt = await prepare(sql);
+      await sqlite3.finalize(stmt);
+    } catch (error) {
+      throw fail(error, sql);
+    } finally {
+      reading = null;
+    }
+    return [...found];
+  }
 
   return {
     ...outer,
     transaction: <T>(fn: (tx: SqliteStatements) => Promise<T>) =>
       closed ? Promise.reject(closedError()) : queue.push(afterOpen(() => transactionNow(fn))),
+    tablesRead: (sql) => (closed ? Promise.reject(closedError()) : queue.push(afterOpen(() => tablesReadNow(sql)))),
+    onCommit: (listener) => {
+      commitListeners.add(listener);
+      return () => void commitListeners.delete(listener);
+    },
     close: async () => {
       if (closed) return;
       closed = true;

@@ -5,7 +5,10 @@ import { DEMO_TABLES, LOCAL_SCHEMA_SQL } from './local-schema.js';
 hostSyncWorker({
   schemaSql: LOCAL_SCHEMA_SQL,
   tables: DEMO_TABLES,
-  watch: 'long-poll',
+  // Push notifications (a WebSocket; long polls by themselves while no socket can be had): other
+  // devices' changes arrive within tens of milliseconds, and a closed socket (the server went away)
+  // makes the loop check at once, so the badge turns to "server unreachable" without a write.
+  watch: 'websocket',
   // A refused change is set aside (the quarantine notice lists it), and the rest syncs.
   onRejected: 'quarantine',
   // The client's sync loop retries with its own backoff, so a request that fails twice is

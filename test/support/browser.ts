@@ -81,7 +81,7 @@ export async function openDemoDevice(browser: Browser, baseUrl: string, name: st
 const CONTROLS = [
   'user-input', 'sign-in-button', 'sign-out', 'sync-now', 'new-list-title', 'add-list', 'list-select', 'list-title', 'list-delete',
   'new-todo-title', 'new-todo-file', 'add-todo', 'todo-done', 'todo-title', 'todo-delete', 'todos-prev', 'todos-next',
-  'discard-rejected', 'dismiss-conflicts',
+  'discard-rejected', 'dismiss-conflicts', 'quarantine-retry', 'quarantine-drop', 'quarantine-move-to', 'quarantine-move',
 ];
 
 /**

@@ -81,6 +81,8 @@ export function crashingDb(db: SqliteDb, sw: KillSwitch): SqliteDb {
         return result;
       });
     },
+    tablesRead: (sql) => db.tablesRead(sql),
+    onCommit: (listener) => db.onCommit(listener),
     close: () => (sw.killed ? never() : db.close()),
   };
 }

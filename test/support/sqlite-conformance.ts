@@ -267,5 +267,95 @@ export function conformanceCases(adapter: Adapter, expect: ExpectStatic): Confor
       await second.close();
     });
   }
+  cases.push(...tablesConformanceCases(withDb, expect));
+  return cases;
+}
+
+/**
+ * Which tables a statement reads, and which ones a commit wrote (the port's `tablesRead` and
+ * `onCommit`, the base of live queries): as SQLite reports them, for every adapter.
+ */
+function tablesConformanceCases(withDb: (fn: (db: SqliteDb) => Promise<void>) => Promise<void>, expect: ExpectStatic): ConformanceCase[] {
+  const cases: ConformanceCase[] = [];
+  const it = (name: string, run: () => Promise<void>) => void cases.push({ name, run });
+  const schema = `CREATE TABLE parent (id TEXT PRIMARY KEY, title TEXT);
+    CREATE TABLE child (id TEXT PRIMARY KEY, parent_id TEXT REFERENCES parent (id) ON DELETE CASCADE, n INTEGER);
+    CREATE TABLE audit (what TEXT);
+    CREATE TABLE pairs (k TEXT PRIMARY KEY, v) WITHOUT ROWID;
+    CREATE TRIGGER child_audit AFTER INSERT ON child BEGIN INSERT INTO audit VALUES ('child ' || NEW.id); END;
+    CREATE VIEW titled AS SELECT c.id, p.title FROM child c JOIN parent p ON p.id = c.parent_id;`;
+  const sorted = (tables: Iterable<string>) => [...tables].sort();
+
+  it('tablesRead names the tables beneath joins, views, CTEs, subqueries and count(*), without running the statement', () =>
+    withDb(async (db) => {
+      await db.exec(schema);
+      await db.run("INSERT INTO parent VALUES ('p', 'one')");
+      expect(sorted(await db.tablesRead('SELECT c.n FROM child c JOIN parent p ON p.id = c.parent_id WHERE p.title = ?'))).toEqual(['child', 'parent']);
+      expect(sorted(await db.tablesRead('SELECT * FROM titled'))).toEqual(['child', 'parent', 'titled']);
+      expect(await db.tablesRead('SELECT count(*) AS n FROM pairs')).toEqual(['pairs']);
+      expect(sorted(await db.tablesRead('WITH x AS (SELECT id FROM parent) SELECT id FROM x WHERE EXISTS (SELECT 1 FROM child)'))).toEqual(['child', 'parent']);
+      expect(await db.tablesRead('SELECT 1 AS one')).toEqual([]);
+      // Prepared, never run: the rows are still there.
+      await db.tablesRead('DELETE FROM parent');
+      expect(await db.query('SELECT count(*) AS n FROM parent')).toEqual([{ n: 1 }]);
+      const error = await db.tablesRead('SELECT * FROM no_such_table').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SqliteError);
+      expect((error as SqliteError).message).toMatch(/no such table: no_such_table/);
+    }));
+
+  it('onCommit reports each committed transaction once, with the tables its statements, triggers and cascades wrote', () =>
+    withDb(async (db) => {
+      await db.exec(schema);
+      const commits: string[][] = [];
+      const off = db.onCommit((tables) => commits.push(sorted(tables)));
+      await db.transaction(async (tx) => {
+        await tx.run("INSERT INTO parent VALUES ('p', 'one')");
+        await tx.runMany('INSERT INTO child VALUES (?, ?, ?)', [['c1', 'p', 1], ['c2', 'p', 2]]);
+        expect(commits).toEqual([]);
+      });
+      // The trigger's audit rows count as written by the same transaction.
+      expect(commits).toEqual([['audit', 'child', 'parent']]);
+      // A statement outside a transaction commits by itself; the cascade's deletes are reported too.
+      await db.run('DELETE FROM parent WHERE id = ?', ['p']);
+      expect(commits.at(-1)).toEqual(['child', 'parent']);
+      expect(await db.query('SELECT count(*) AS n FROM child')).toEqual([{ n: 0 }]);
+      await db.run("INSERT INTO pairs VALUES ('k', 1)");
+      expect(commits.at(-1)).toEqual(['pairs']);
+      // Reads and rolled-back transactions report nothing.
+      const before = commits.length;
+      await db.query('SELECT * FROM titled');
+      await db.transaction(async (tx) => {
+        await tx.run("INSERT INTO parent VALUES ('q', 'two')");
+        throw new Error('undo');
+      }).catch(() => undefined);
+      expect(commits.length).toBe(before);
+      // A transaction the app opens itself is reported at its COMMIT.
+      await db.exec('BEGIN');
+      await db.run("UPDATE pairs SET v = 2 WHERE k = 'k'");
+      expect(commits.length).toBe(before);
+      await db.exec('COMMIT');
+      expect(commits.at(-1)).toEqual(['pairs']);
+      off();
+      await db.run("INSERT INTO parent VALUES ('r', 'three')");
+      expect(commits.length).toBe(before + 1);
+    }));
+
+  it('onCommit reports DDL and dropped tables, and a failed commit is not reported', () =>
+    withDb(async (db) => {
+      await db.exec(schema);
+      const commits: string[][] = [];
+      db.onCommit((tables) => commits.push(sorted(tables)));
+      await db.exec('DROP TABLE audit');
+      expect(commits.at(-1)).toContain('audit');
+      // A deferred foreign key refuses the COMMIT: the transaction is rolled back, nothing reported.
+      const before = commits.length;
+      const refused = await db.transaction(async (tx) => {
+        await tx.exec('PRAGMA defer_foreign_keys = ON');
+        await tx.run("INSERT INTO child VALUES ('orphan', 'missing', 0)");
+      }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(SqliteError);
+      expect(commits.length).toBe(before);
+    }));
+
   return cases;
 }

@@ -1,0 +1,201 @@
+/**
+ * Write → other browser (issue 24 item 4): the demo app (React on the bindings, production build)
+ * in two headless chromium contexts of one user, each its own device with its own OPFS database and
+ * sync worker, against a gateway with the commit feed (push notifications over WebSocket), as
+ * `npm start` serves it. Device A adds a to-do by clicking "Add"; the clock stops when device B's
+ * page has rendered the row (a MutationObserver in B). Goal: ≤ 50 ms median.
+ *
+ * The phases, from the gateway's view of the requests and B's page:
+ * - commit: the click → the server answered A's commit (A's write, debounce, push session, chunk, commit);
+ * - notify: that answer → B's pull arrives (the notification, B's wake-up, its sync's push phase);
+ * - pull: B's pull request → its answer;
+ * - apply: the answer → B's page hears that `todos` changed (B's apply transaction, the worker's broadcast);
+ * - render: that → the row in B's DOM (the live query re-run through the worker, React's render).
+ * Clocks: Node and chromium read the same system clock (`performance.timeOrigin + performance.now()`).
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
+import { buildDemo } from '../dev/build-demo.js';
+import { type Benchmark } from './lib/context.js';
+import { startSideDatabase } from './lib/server.js';
+import { percentile, spread } from './lib/stats.js';
+
+export const BROWSER_LATENCY_TARGET_MS = 50;
+
+function findChromium(): string | null {
+  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+  return candidates.find((path): path is string => !!path && existsSync(path)) ?? null;
+}
+
+const epoch = () => performance.timeOrigin + performance.now();
+const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
+
+/** One request as the gateway saw it. */
+interface Seen {
+  readonly route: string;
+  readonly source: string;
+  readonly start: number;
+  readonly end: number;
+}
+
+interface Phases {
+  readonly total: number;
+  readonly commit: number;
+  /** Of `commit`: the server's time answering A's three push requests (create, chunk, commit). */
+  readonly pushServer: number;
+  readonly notify: number;
+  readonly pull: number;
+  readonly apply: number;
+  readonly render: number;
+}
+
+/**
+ * Records, in the page, when the sync worker tells it that `todos` changed. A script text, not a
+ * function: tsx would wrap a function's inner names in helpers the page does not have.
+ */
+const RECORD_TABLE_EVENTS = `(() => {
+  const seen = [];
+  globalThis.__todosChanged = seen;
+  const Original = globalThis.Worker;
+  globalThis.Worker = class extends Original {
+    constructor(url, options) {
+      super(url, options);
+      this.addEventListener('message', (event) => {
+        const data = event.data;
+        if (data && data.t === 'event' && data.event && data.event.type === 'tables' && data.event.tables.includes('todos')) {
+          seen.push(performance.timeOrigin + performance.now());
+        }
+      });
+    }
+  };
+})();`;
+
+/** Makes the page wait for the row titled `title` (a MutationObserver), as `__rendered`. */
+const waitForRow = (title: string) => `(() => {
+  globalThis.__rendered = new Promise((resolve) => {
+    const selector = ${JSON.stringify(`[data-testid="todo"][data-title="${title}"]`)};
+    const observer = new MutationObserver(() => {
+      if (!document.querySelector(selector)) return;
+      observer.disconnect();
+      resolve(performance.timeOrigin + performance.now());
+    });
+    observer.observe(document.body, { subtree: true, childList: true, attributes: true });
+  });
+})()`;
+
+async function signIn(page: Page, user: string): Promise<void> {
+  await byTestId(page, 'user-input').fill(user);
+  await byTestId(page, 'sign-in-button').click();
+  await page.waitForFunction('document.querySelector(\'[data-testid="last-sync"]\')?.textContent?.startsWith("last synced")', undefined, { timeout: 60_000 });
+}
+
+export const browserLatencyBenchmark: Benchmark = {
+  name: 'browser-latency',
+  async run(ctx, rec) {
+    const chromiumPath = findChromium();
+    if (!chromiumPath) {
+      rec.note('browser-latency: no chromium found (install Debian\'s chromium or set CHROMIUM_PATH): nothing measured');
+      return;
+    }
+    const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-latency-'));
+    await buildDemo(outDir, { react: 'production' });
+    const seen: Seen[] = [];
+    const side = await startSideDatabase(ctx.server, 'browser_latency', {
+      schemaSql: DEMO_SCHEMA_SQL,
+      tables: DEMO_SYNC_TABLES,
+      staticDir: outDir,
+      devTokens: true,
+      feed: true,
+      intercept: async (event, next) => {
+        const start = epoch();
+        const result = await next();
+        const route = `${event.requestContext.http.method} ${event.rawPath.replace(/[0-9a-f-]{36}/g, ':id')}`;
+        if (event.rawPath.startsWith('/sync/')) seen.push({ route, source: String(event.headers['sync-source-id'] ?? ''), start, end: epoch() });
+        return result;
+      },
+    });
+    const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    const contexts: BrowserContext[] = [];
+    try {
+      const user = 'latency-user';
+      const open = async () => {
+        const context = await browser.newContext({ baseURL: side.url, viewport: { width: 1100, height: 800 } });
+        contexts.push(context);
+        await context.addInitScript(RECORD_TABLE_EVENTS);
+        const page = await context.newPage();
+        await page.goto('/');
+        await signIn(page, user);
+        return page;
+      };
+      const a = await open();
+      const b = await open();
+      await byTestId(a, 'new-list-title').fill('Latency');
+      await byTestId(a, 'add-list').click();
+      await b.locator('[data-testid="list"][data-title="Latency"]').waitFor({ timeout: 30_000 });
+      await b.locator('[data-testid="list"][data-title="Latency"] [data-testid="list-select"]').click();
+      await b.waitForFunction('document.querySelector(\'[data-testid="current-list"]\')?.textContent === "Latency"');
+
+      const runs: Phases[] = [];
+      const total = ctx.runs(30);
+      for (let i = -3; i < total; i++) {
+        const title = `latency ${i}`;
+        // B waits for the row from now on.
+        await b.evaluate(waitForRow(title));
+        await byTestId(a, 'new-todo-title').fill(title);
+        const clicked = (await a.evaluate(`(() => {
+          const at = performance.timeOrigin + performance.now();
+          document.querySelector('[data-testid="add-todo"]').click();
+          return at;
+        })()`)) as number;
+        const rendered = (await b.evaluate('globalThis.__rendered')) as number;
+        await new Promise((r) => setTimeout(r, 150));
+        if (i < 0) continue; // warm-up: sockets, JIT, page caches
+        const commit = seen.find((x) => x.route === 'POST /sync/push-sessions/:id/commit' && x.start >= clicked);
+        const pull = seen.find((x) => x.route === 'GET /sync/pull' && commit && x.source !== commit.source && x.start >= commit.end - 1);
+        const changed = ((await b.evaluate('globalThis.__todosChanged')) as number[]).find((t) => pull && t >= pull.end);
+        if (!commit || !pull || changed === undefined) {
+          rec.check(`run ${i}: every phase observed`, false, `commit ${Boolean(commit)}, pull ${Boolean(pull)}, table event ${changed !== undefined}`);
+          continue;
+        }
+        const pushes = seen.filter((x) => x.source === commit.source && x.start >= clicked && x.end <= commit.end && x.route.startsWith('POST /sync/push-sessions'));
+        runs.push({
+          total: rendered - clicked,
+          commit: commit.end - clicked,
+          pushServer: pushes.reduce((sum, x) => sum + (x.end - x.start), 0),
+          notify: pull.start - commit.end,
+          pull: pull.end - pull.start,
+          apply: changed - pull.end,
+          render: rendered - changed,
+        });
+        const r = runs.at(-1) as Phases;
+        ctx.log(`write ${i}: ${r.total.toFixed(1)} ms (commit ${r.commit.toFixed(1)} of which the server ${r.pushServer.toFixed(1)}, notify ${r.notify.toFixed(1)}, pull ${r.pull.toFixed(1)}, apply ${r.apply.toFixed(1)}, render ${r.render.toFixed(1)})`);
+      }
+      rec.check('browser latency: the runs were measured', runs.length >= Math.ceil(total / 2), `${runs.length} of ${total}`);
+      if (runs.length === 0) return;
+      const totals = runs.map((r) => r.total);
+      const value = spread(totals);
+      const p90 = percentile(totals, 90);
+      rec.figure({
+        id: 'browser_latency.ms',
+        label: `write click on one chromium device → row rendered on another (demo app, WebSocket notifications; p90 ${p90.toFixed(0)} ms)`,
+        unit: 'ms',
+        value,
+        target: { text: `≤ ${BROWSER_LATENCY_TARGET_MS} ms median`, met: value.median <= BROWSER_LATENCY_TARGET_MS },
+      });
+      for (const phase of ['commit', 'pushServer', 'notify', 'pull', 'apply', 'render'] as const) {
+        const label = phase === 'pushServer' ? 'browser latency: of the commit phase, the server answering the three push requests' : `browser latency phase: ${phase}`;
+        rec.figure({ id: `browser_latency.${phase}_ms`, label, unit: 'ms', value: spread(runs.map((r) => r[phase])) });
+      }
+      ctx.log(`write → other browser: median ${value.median.toFixed(1)} ms, p90 ${p90.toFixed(1)} ms; phases (medians): ${(['commit', 'notify', 'pull', 'apply', 'render'] as const)
+        .map((p) => `${p} ${spread(runs.map((r) => r[p])).median.toFixed(1)}`).join(', ')}`);
+    } finally {
+      for (const c of contexts) await c.close().catch(() => undefined);
+      await browser.close();
+      await side.close();
+      rmSync(outDir, { recursive: true, force: true });
+    }
+  },
+};

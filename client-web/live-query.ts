@@ -1,0 +1,309 @@
+/**
+ * Live queries (docs/protocol.md has nothing to say: they are local): a query that runs once and
+ * again whenever a table it reads changed, handing the listener rows with stable identity.
+ *
+ *   commit of a transaction ──tables written──▶ hub ──reads one of them?──▶ query re-runs
+ *                                                                             │ (a change during a
+ *                                                                             │  run: one more run)
+ *                                         listener ◀── only when rows differ ─┘
+ *
+ * - Which tables a query reads comes from SQLite (the port's `tablesRead`, its authorizer), never
+ *   from parsing SQL; which tables a transaction wrote comes from the port's `onCommit`. So a query
+ *   re-runs once per committed transaction that touched it — a pull page, a replay, the final apply
+ *   of a 20,000-row hydration, an app write — and never for a snapshot page being staged.
+ * - Rows keep their identity: a row whose values did not change is the same object as in the
+ *   previous result (matched by content, so no key is needed), and a result with nothing changed
+ *   is not delivered at all. React skips what did not change.
+ * - `complete`: the device has reached the server's frozen ceiling once for the attached user
+ *   (client-web/state.ts records it), so the rows are the server's as of then, not a partial copy.
+ *
+ * The hub runs on whatever answers queries and reports commits: the client itself (Node, or the
+ * sync worker), or a tab's proxy of the worker, whose commits the owning tab broadcasts.
+ */
+import { type SqlRow, type SqlValue } from './sqlite/port.js';
+
+/** What live queries run on: the database, or a tab's proxy of it. */
+export interface LiveSource {
+  query(sql: string, params: readonly SqlValue[]): Promise<SqlRow[]>;
+  tablesRead(sql: string): Promise<string[]>;
+  /** Subscribes to the tables each committed transaction wrote; answers the unsubscribe. */
+  onTablesChanged(listener: (tables: ReadonlySet<string>) => void): () => void;
+}
+
+/** One delivery of a live query. Every field is replaced, never mutated. */
+export interface LiveQueryResult<T> {
+  /** The rows of the last successful run (empty before the first); unchanged rows keep their objects. */
+  readonly rows: readonly T[];
+  /** True until the first run has answered (rows or an error). */
+  readonly loading: boolean;
+  /** The failure of the last run, or null; the rows of the run before stay. */
+  readonly error: Error | null;
+  /** The device has reached the server's frozen ceiling once for the attached user. */
+  readonly complete: boolean;
+}
+
+/** A running live query. */
+export interface LiveQuery<T> {
+  /** The latest result (the same object until something changes). */
+  readonly result: LiveQueryResult<T>;
+  /** Adds a listener of later results; answers its removal. */
+  subscribe(listener: (result: LiveQueryResult<T>) => void): () => void;
+  /** Runs the query again now (e.g. after a change the database could not report). */
+  refresh(): void;
+  /** Stops re-running; no listener is called afterwards. */
+  close(): void;
+}
+
+/**
+ * Whether the attached user's data reached the server's frozen ceiling once. Written only by
+ * state.ts; read here as a query like any other, so it re-runs when that table changes.
+ */
+const COMPLETE_SQL =
+  'SELECT EXISTS (SELECT 1 FROM _sync_reached_ceiling r JOIN _sync_attachment_state a ON a.user_id = r.user_id) AS complete';
+
+/** Tables whose change may change the set of tables a query reads (a view or table redefined). */
+const SCHEMA_TABLES = new Set(['sqlite_master', 'sqlite_schema', 'sqlite_temp_master']);
+
+const EMPTY: readonly never[] = Object.freeze([]);
+
+/**
+ * The identity of a row's content: equal strings for rows whose values are equal, of the same
+ * types, column by column (a text '1' and an integer 1 differ). Strings and blobs carry their
+ * length, so no separator is ambiguous.
+ */
+export function rowContentKey(row: Readonly<Record<string, unknown>>): string {
+  let key = '';
+  for (const column in row) {
+    const v = row[column];
+    if (v === null || v === undefined) key += 'N';
+    else if (typeof v === 'number') key += `n${Object.is(v, -0) ? '-0' : v};`;
+    else if (typeof v === 'string') key += `s${v.length}:${v}`;
+    else if (typeof v === 'bigint') key += `b${v};`;
+    else if (v instanceof Uint8Array) key += `x${v.length}:${bytesText(v)}`;
+    else key += `j${JSON.stringify(v)};`;
+  }
+  return key;
+}
+
+function bytesText(bytes: Uint8Array): string {
+  let text = '';
+  // In slices: String.fromCharCode takes its arguments on the stack.
+  for (let i = 0; i < bytes.length; i += 8192) text += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  return text;
+}
+
+/**
+ * The rows of a new run, with every row equal to one of the previous run's replaced by that
+ * object (duplicates matched one to one). Answers the previous array itself when nothing changed.
+ */
+export function reuseRows<T extends object>(previous: readonly T[], keys: WeakMap<object, string>, next: readonly T[]): readonly T[] {
+  const pool = new Map<string, T[]>();
+  for (const row of previous) {
+    const key = keys.get(row) as string;
+    const same = pool.get(key);
+    if (same) same.push(row);
+    else pool.set(key, [row]);
+  }
+  let changed = previous.length !== next.length;
+  const out = new Array<T>(next.length);
+  for (let i = 0; i < next.length; i++) {
+    const row = next[i] as T;
+    const key = rowContentKey(row as Record<string, unknown>);
+    const same = pool.get(key);
+    const kept = same && same.length > 0 ? (same.shift() as T) : undefined;
+    if (kept) out[i] = kept;
+    else {
+      keys.set(row, key);
+      out[i] = row;
+    }
+    if (out[i] !== previous[i]) changed = true;
+  }
+  return changed ? out : previous;
+}
+
+/** What the hub needs of each of its queries. */
+interface Member {
+  readonly reads: ReadonlySet<string> | null;
+  readonly failing: boolean;
+  refresh(): void;
+  close(): void;
+  schemaChanged(): void;
+  setComplete(complete: boolean): void;
+}
+
+/** One live query on the hub. */
+class Query<T extends SqlRow> implements LiveQuery<T>, Member {
+  result: LiveQueryResult<T>;
+  reads: ReadonlySet<string> | null = null;
+  private readonly listeners = new Set<(result: LiveQueryResult<T>) => void>();
+  private readonly keys = new WeakMap<object, string>();
+  private running = false;
+  private again = false;
+  private rereadTables = true;
+  closed = false;
+
+  constructor(private readonly hub: LiveQueries, readonly sql: string, readonly params: readonly SqlValue[]) {
+    this.result = { rows: EMPTY, loading: true, error: null, complete: hub.complete };
+  }
+
+  subscribe(listener: (result: LiveQueryResult<T>) => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  refresh(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void this.runUntilQuiet();
+  }
+
+  /** The schema changed: the tables this query reads are asked for again on its next run. */
+  schemaChanged(): void {
+    this.rereadTables = true;
+  }
+
+  /** The last run failed (a table missing, a view redefined): any schema change may cure it. */
+  get failing(): boolean {
+    return this.result.error !== null;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.listeners.clear();
+    this.hub.forget(this);
+  }
+
+  setComplete(complete: boolean): void {
+    this.deliver({ complete });
+  }
+
+  /** Delivers `changes` when they change the result. */
+  private deliver(changes: Partial<LiveQueryResult<T>>): void {
+    const next = { ...this.result, ...changes };
+    if (next.rows === this.result.rows && next.loading === this.result.loading && next.error === this.result.error && next.complete === this.result.complete) return;
+    this.result = next;
+    for (const listener of [...this.listeners]) listener(next);
+  }
+
+  private async runUntilQuiet(): Promise<void> {
+    do {
+      this.again = false;
+      await this.runOnce();
+    } while (this.again && !this.closed);
+    this.running = false;
+  }
+
+  private async runOnce(): Promise<void> {
+    try {
+      if (this.rereadTables) {
+        this.rereadTables = false;
+        this.reads = new Set(await this.hub.source.tablesRead(this.sql));
+      }
+      const rows = (await this.hub.source.query(this.sql, this.params)) as T[];
+      if (this.closed) return;
+      this.deliver({ rows: reuseRows(this.result.rows, this.keys, rows), loading: false, error: null });
+    } catch (error) {
+      if (this.closed) return;
+      // The tables are asked for again next time: the failure may have been a missing table.
+      this.rereadTables = true;
+      this.deliver({ loading: false, error: error instanceof Error ? error : new Error(String(error)) });
+    }
+  }
+}
+
+/**
+ * The live queries of one database: one subscription to its commits, dispatched to the queries
+ * that read a written table.
+ */
+export class LiveQueries {
+  private readonly queries = new Set<Member>();
+  private unsubscribe: (() => void) | null = null;
+  private completeReads: ReadonlySet<string> | null = null;
+  private completeRunning = false;
+  private completeAgain = false;
+  /** Whether the attached user's data reached the server's frozen ceiling once (see COMPLETE_SQL). */
+  complete = false;
+
+  constructor(readonly source: LiveSource) {}
+
+  /** Starts a live query: it runs now, and again after every commit that wrote a table it reads. */
+  liveQuery<T extends SqlRow = SqlRow>(sql: string, params: readonly SqlValue[] = [], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T> {
+    const query = new Query<T>(this, sql, [...params]);
+    if (listener) query.subscribe(listener);
+    this.queries.add(query);
+    if (!this.unsubscribe) {
+      this.unsubscribe = this.source.onTablesChanged((tables) => this.changed(tables));
+      this.refreshComplete();
+    }
+    query.refresh();
+    return query;
+  }
+
+  /** Runs every live query again (the database changed in a way commits could not tell: another tab took over). */
+  refreshAll(): void {
+    this.refreshComplete();
+    for (const query of this.queries) query.refresh();
+  }
+
+  /** Closes every live query (the database closes). */
+  closeAll(): void {
+    for (const query of [...this.queries]) query.close();
+  }
+
+  /** A query closed; the last one ends the subscription. */
+  forget(query: Member): void {
+    this.queries.delete(query);
+    if (this.queries.size === 0 && this.unsubscribe) {
+      this.unsubscribe();
+      this.unsubscribe = null;
+    }
+  }
+
+  private changed(tables: ReadonlySet<string>): void {
+    let schema = false;
+    for (const t of tables) if (SCHEMA_TABLES.has(t)) schema = true;
+    if (this.completeReads === null || intersects(this.completeReads, tables)) this.refreshComplete();
+    for (const query of this.queries) {
+      // A table or view it reads was created, dropped or redefined (its name is among the written
+      // ones then), or the query failed and the new schema may cure it.
+      const touched = query.reads === null || intersects(query.reads, tables);
+      if (schema && (touched || query.failing)) query.schemaChanged();
+      if (touched || (schema && query.failing)) query.refresh();
+    }
+  }
+
+  private refreshComplete(): void {
+    if (this.completeRunning) {
+      this.completeAgain = true;
+      return;
+    }
+    this.completeRunning = true;
+    void (async () => {
+      do {
+        this.completeAgain = false;
+        try {
+          this.completeReads ??= new Set(await this.source.tablesRead(COMPLETE_SQL));
+          const [row] = await this.source.query(COMPLETE_SQL, []);
+          const complete = Number(row?.['complete'] ?? 0) === 1;
+          if (complete !== this.complete) {
+            this.complete = complete;
+            for (const query of this.queries) query.setComplete(complete);
+          }
+        } catch {
+          // The client's own tables are missing only before it was opened once; nothing to say then.
+        }
+      } while (this.completeAgain);
+      this.completeRunning = false;
+    })();
+  }
+}
+
+function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  for (const x of b) if (a.has(x)) return true;
+  return false;
+}
