@@ -56,8 +56,8 @@ export const SYNC_TABLE_ROLES: Readonly<Record<string, 'per-user' | 'reference'>
 export interface DelegatedFunction {
   /** `sync.name`. */
   readonly name: string;
-  /** The argument that carries the user's scope, or null where the function has none yet (a blocker). */
-  readonly scopeArgument: string | null;
+  /** The argument that carries the user's scope (a function that lacks it is a blocker). */
+  readonly scopeArgument: string;
   /** Called inside an explicit transaction (the server write API): needs force_delegation. */
   readonly inTransaction?: boolean;
   /** Why it is on the request path, and, without a scope argument, what it needs. */
@@ -84,7 +84,7 @@ export const REQUEST_PATH_FUNCTIONS: readonly DelegatedFunction[] = [
   { name: 'sync.ws_targets', scopeArgument: 'p_user', note: 'the connections a commit notifies' },
   {
     name: 'sync.ws_disconnect',
-    scopeArgument: null,
+    scopeArgument: 'p_user',
     note: 'WebSocket $disconnect and 410 Gone: takes connection ids only; needs the user (API Gateway passes the $connect authorizer context to $disconnect, and the notifier knows whose sockets it sends to)',
   },
   { name: 'sync.note_outcome', scopeArgument: 'p_user_id', note: 'after a conflict or a rejection' },
@@ -94,13 +94,13 @@ export const REQUEST_PATH_FUNCTIONS: readonly DelegatedFunction[] = [
   { name: 'sync.server_bundle_begin', scopeArgument: 'p_user', inTransaction: true, note: 'server write API, inside the application transaction' },
   {
     name: 'sync.server_bundle_finish',
-    scopeArgument: null,
+    scopeArgument: 'p_user',
     inTransaction: true,
     note: 'server write API: finds its bundle by txid_current(); needs the user as its first argument to be delegated to the worker that holds the bundle context',
   },
   {
     name: 'sync.count',
-    scopeArgument: null,
+    scopeArgument: 'p_user',
     note: 'the edge counts commit_outcome_unknown and counts kept while the database was unreachable into a global ledger; needs a user (a per-user ledger row) or to leave the request path',
   },
 ];
@@ -242,7 +242,7 @@ function registeredBlockers(table: TableFacts): Blocker[] {
 
 function distributeFunction(fn: FunctionFacts, delegated?: DelegatedFunction): string {
   const signature = quoteLiteral(fn.signature);
-  if (!delegated?.scopeArgument) return `SELECT create_distributed_function(${signature})`;
+  if (!delegated) return `SELECT create_distributed_function(${signature})`;
   return (
     `SELECT create_distributed_function(${signature}, ${quoteLiteral(delegated.scopeArgument)}, ` +
     `colocate_with => ${quoteLiteral(COLOCATION_ANCHOR)}${delegated.inTransaction ? ', force_delegation => true' : ''})`
@@ -317,9 +317,9 @@ export function citusPlan(facts: LayoutFacts): CitusPlan {
       continue;
     }
     for (const fn of overloads) {
-      const index = d.scopeArgument ? fn.argumentNames.indexOf(d.scopeArgument) : -1;
+      const index = fn.argumentNames.indexOf(d.scopeArgument);
       if (index < 0) {
-        blockers.push({ id: `${fn.signature}:scope-argument`, message: `${fn.signature} has no scope argument to be delegated by (${d.note})` });
+        blockers.push({ id: `${fn.signature}:scope-argument`, message: `${fn.signature} has no ${d.scopeArgument} argument to be delegated by (${d.note})` });
         statements.push({ sql: distributeFunction(fn) });
         continue;
       }
