@@ -14,7 +14,8 @@
  * minutes and starts its own servers.
  *
  * Environment (to re-run a part): LOCKSTEP_CAPACITY_LEVELS (users per level, comma-separated),
- * LOCKSTEP_CAPACITY_MEASURE_SECONDS, LOCKSTEP_CAPACITY_MODES (`direct,pgbouncer`).
+ * LOCKSTEP_CAPACITY_MEASURE_SECONDS, LOCKSTEP_CAPACITY_MODES (`direct,pgbouncer` by default; `durable`
+ * adds a direct run with fsync and synchronous_commit on).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -59,17 +60,25 @@ const LOAD: Omit<LoadConfig, 'url' | 'secret'> = {
 const ROUTES = ['connect', 'push-create', 'push-chunk', 'push-commit', 'committed-rows', 'pull', 'snapshot-create', 'snapshot-page', 'snapshot-delete'];
 
 interface Mode {
-  readonly name: 'direct' | 'pgbouncer';
+  readonly name: 'direct' | 'pgbouncer' | 'durable';
   readonly label: string;
   /** Connections of the gateway's pool (what the function instances hold, in all). */
   readonly clientConnections: number;
   /** PgBouncer's server connections (pool_mode=transaction). */
   readonly serverConnections?: number;
+  /** Settings over the bench's (which turn fsync off, like the test servers). */
+  readonly postgresFlags?: readonly string[];
+  /** Runs only when LOCKSTEP_CAPACITY_MODES names it. */
+  readonly optIn?: boolean;
 }
 
 const MODES: readonly Mode[] = [
   { name: 'direct', label: 'direct', clientConnections: 16 },
   { name: 'pgbouncer', label: 'through PgBouncer', clientConnections: 64, serverConnections: 8 },
+  // Commits flushed to this machine's disk, as in production: every commit also NOTIFYs, and
+  // PostgreSQL holds its cluster-wide notify lock from pre-commit until the commit record is
+  // flushed, so notifying commits cannot share a flush (docs/capacity.md).
+  { name: 'durable', label: 'direct, fsync and synchronous_commit on', clientConnections: 16, postgresFlags: ['-c', 'fsync=on', '-c', 'synchronous_commit=on', '-c', 'full_page_writes=on'], optIn: true },
 ];
 
 interface Level {
@@ -232,7 +241,8 @@ async function storage(server: BenchServer): Promise<Storage> {
 
 async function runMode(ctx: BenchContext, rec: Recorder, mode: Mode, levels: readonly number[], measureMs: number): Promise<void> {
   const server = await startBenchServer({
-    postgresFlags: ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top'],
+    // Later -c settings win over the bench's own (fsync off), so a mode can turn durability back on.
+    postgresFlags: ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top', ...(mode.postgresFlags ?? [])],
     feed: true,
     runtimePoolMax: mode.clientConnections,
     ...(mode.serverConnections !== undefined
@@ -383,7 +393,7 @@ export const capacityBenchmark: Benchmark = {
     const levels = (envList('LOCKSTEP_CAPACITY_LEVELS')?.map(Number) ?? DEFAULT_LEVELS).filter((n) => Number.isInteger(n) && n > 0 && n <= CAPACITY_MAX_USERS);
     const quick = ctx.runs(5) === 3;
     const measureMs = 1000 * Number(process.env['LOCKSTEP_CAPACITY_MEASURE_SECONDS'] ?? (quick ? 10 : 20));
-    const wanted = envList('LOCKSTEP_CAPACITY_MODES') ?? MODES.map((m) => m.name);
+    const wanted = envList('LOCKSTEP_CAPACITY_MODES') ?? MODES.filter((m) => !m.optIn).map((m) => m.name);
     ctx.log(`load average at start: ${fmtLoad(loadavg())}; levels ${levels.join(', ')} users; ${WARMUP_MS / 1000} s warm-up + ${measureMs / 1000} s measured per level`);
     for (const mode of MODES.filter((m) => wanted.includes(m.name))) {
       if (mode.name === 'pgbouncer' && (!PGBOUNCER_BIN || !existsSync(PGBOUNCER_BIN))) {
