@@ -92,6 +92,10 @@ interface Level {
   readonly generatorCpuShare: number;
   readonly connectionsMax: number;
   readonly connectionsActiveMean: number;
+  /** Connections waiting for the commit-time notify lock, mean of the samples. */
+  readonly notifyWaitMean: number;
+  /** Connections waiting for a WAL write or flush, mean of the samples. */
+  readonly walWaitMean: number;
   readonly functions: FunctionTime[];
   readonly loadBefore: number[];
   readonly loadAfter: number[];
@@ -267,7 +271,7 @@ async function runMode(ctx: BenchContext, rec: Recorder, mode: Mode, levels: rea
     const ready = generator.next('ready');
     generator.send({ type: 'init', config: { ...LOAD, url: server.url, secret: BENCH_JWT_SECRET } });
     await ready;
-    ctx.log('  users  devices  req/s  commit p50/p99  pull p50/p99  db CPU ms/req (cores)  gateway ms/req (lag p99)  generator (lag p99)  conns max/active  errors  load average before → after  verdict');
+    ctx.log('  users  devices  req/s  commit p50/p99  pull p50/p99  db CPU ms/req (cores)  gateway ms/req (lag p99)  generator (lag p99)  conns max/active (notify/WAL waits)  errors  load average before → after  verdict');
     for (const users of levels) {
       if ((Date.now() - started) / 1000 > RAMP_BUDGET_SECONDS) {
         rec.note(`${mode.label}: the ramp stopped at its ${RAMP_BUDGET_SECONDS} s budget before ${users} users`);
@@ -283,18 +287,23 @@ async function runMode(ctx: BenchContext, rec: Recorder, mode: Mode, levels: rea
       const db0 = treeCpuSeconds(postmaster);
       const gw0 = process.cpuUsage();
       const gen0 = processCpuSeconds(generator.pid);
-      const samples: { total: number; active: number }[] = [];
+      const samples: { total: number; active: number; notify: number; wal: number }[] = [];
       const levelDone = generator.next('levelDone');
       let sampling = true;
       const sampler = (async () => {
         while (sampling) {
           // The runtime's connections (direct, or PgBouncer's server side): not the bench's own, not the commit feed's LISTEN.
-          const r = await server.admin.query<{ total: string; active: string }>(`
-            SELECT count(*) AS total, count(*) FILTER (WHERE state = 'active') AS active FROM pg_stat_activity
+          // Waits: the notify lock (a heavyweight lock on "object 0 of class 1262", which every
+          // committing NOTIFY takes: wait event Lock/object) and the WAL flush of a commit (IO/WALSync, LWLock/WALWrite).
+          const r = await server.admin.query<{ total: string; active: string; notify: string; wal: string }>(`
+            SELECT count(*) AS total, count(*) FILTER (WHERE state = 'active') AS active,
+                   count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'object') AS notify,
+                   count(*) FILTER (WHERE wait_event IN ('WALSync', 'WALWrite', 'WALInsert')) AS wal
+              FROM pg_stat_activity
              WHERE backend_type = 'client backend' AND datname = current_database() AND application_name <> $1
                AND query NOT ILIKE 'LISTEN %'`, [BENCH_ADMIN_APPLICATION]);
           const row = r.rows[0];
-          if (row) samples.push({ total: Number(row.total), active: Number(row.active) });
+          if (row) samples.push({ total: Number(row.total), active: Number(row.active), notify: Number(row.notify), wal: Number(row.wal) });
           await new Promise((res) => setTimeout(res, 1000));
         }
       })();
@@ -322,6 +331,8 @@ async function runMode(ctx: BenchContext, rec: Recorder, mode: Mode, levels: rea
         generatorCpuShare,
         connectionsMax: Math.max(0, ...samples.map((s) => s.total)),
         connectionsActiveMean: samples.reduce((n, s) => n + s.active, 0) / Math.max(1, samples.length),
+        notifyWaitMean: samples.reduce((n, s) => n + s.notify, 0) / Math.max(1, samples.length),
+        walWaitMean: samples.reduce((n, s) => n + s.wal, 0) / Math.max(1, samples.length),
         functions,
         loadBefore,
         loadAfter,
@@ -331,7 +342,7 @@ async function runMode(ctx: BenchContext, rec: Recorder, mode: Mode, levels: rea
       ctx.log(`  ${String(users).padStart(5)}  ${String(stats.devices).padStart(7)}  ${level.requestsPerSecond.toFixed(0).padStart(5)}` +
         `  ${(commit?.p50 ?? NaN).toFixed(0).padStart(5)} / ${(commit?.p99 ?? NaN).toFixed(0).padEnd(5)}  ${(pull?.p50 ?? NaN).toFixed(0).padStart(4)} / ${(pull?.p99 ?? NaN).toFixed(0).padEnd(5)}` +
         `  ${level.dbCpuMsPerRequest.toFixed(2).padStart(12)} (${level.dbCpuCores.toFixed(2)})  ${level.gatewayCpuMsPerRequest.toFixed(2).padStart(14)} (${level.gatewayLagP99Ms.toFixed(0)} ms)` +
-        `  ${(generatorCpuShare * 100).toFixed(0).padStart(4)}% (${stats.eventLoopDelayP99Ms.toFixed(0)} ms)  ${String(level.connectionsMax).padStart(4)} / ${level.connectionsActiveMean.toFixed(1).padEnd(6)}` +
+        `  ${(generatorCpuShare * 100).toFixed(0).padStart(4)}% (${stats.eventLoopDelayP99Ms.toFixed(0)} ms)  ${String(level.connectionsMax).padStart(4)} / ${level.connectionsActiveMean.toFixed(1)} (${level.notifyWaitMean.toFixed(1)}/${level.walWaitMean.toFixed(1)})` +
         `  ${String(stats.errors).padStart(6)}  ${fmtLoad(loadBefore)} → ${fmtLoad(loadAfter)}  ${verdict}` +
         `${stats.setupMs > 1000 ? ` (setup of new users ${(stats.setupMs / 1000).toFixed(1)} s)` : ''}`);
       for (const e of stats.errorSamples) ctx.log(`    error: ${e}`);
@@ -376,6 +387,8 @@ function report(ctx: BenchContext, rec: Recorder, mode: Mode, levels: readonly L
   one('load generator CPU at the knee (share of one core)', '%', knee.generatorCpuShare * 100, 'generator_cpu');
   one('database connections of the runtime at the knee (max sampled)', 'conns', knee.connectionsMax, 'connections_max');
   one('database connections running a statement at the knee (mean)', 'conns', knee.connectionsActiveMean, 'connections_active');
+  one('of which waiting for the commit-time notify lock (mean)', 'conns', knee.notifyWaitMean, 'notify_waits');
+  one('of which waiting for a WAL write or flush (mean)', 'conns', knee.walWaitMean, 'wal_waits');
   one(`bytes stored per user after the ramp, sessions and capture scratch left out (${stored.users} users, ${(stored.liveRows / stored.users).toFixed(0)} rows and ${(stored.bundles / stored.users).toFixed(0)} bundles each)`, 'bytes', stored.bytesTotal / stored.users, 'bytes_per_user');
   const fnLine = knee.functions.filter((f) => f.fn !== 'other').map((f) => `${f.fn} ${f.calls}× ${f.meanMs.toFixed(2)} ms`).join(', ');
   if (fnLine) rec.note(`${mode.label}: database time per call at the knee (pg_stat_statements, wall time in the server): ${fnLine}`);
