@@ -1,5 +1,5 @@
 /**
- * Scale-out on Citus (docs/scale-out.md; contract §11.7): which tables are distributed by what,
+ * Scale-out on Citus (docs/scale-out.md): which tables are distributed by what,
  * which are reference tables, which managed functions are delegated with which argument, and the
  * Citus statements that say so, generated from the live layout. Every user's rows, in the
  * registered tables and in the per-user `sync` tables, live on one worker (co-located by the
