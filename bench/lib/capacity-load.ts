@@ -76,7 +76,8 @@ export type FromChild =
   | { readonly type: 'ready' }
   | { readonly type: 'measureStart'; readonly setupMs: number }
   | { readonly type: 'levelDone'; readonly stats: LevelStats }
-  | { readonly type: 'stopped' }
+  /** Rows inserted by commits the generator saw answered, and by commits still unanswered when it stopped. */
+  | { readonly type: 'stopped'; readonly insertedRows: number; readonly insertedRowsInFlight: number }
   | { readonly type: 'failed'; readonly message: string };
 
 /** A small seeded generator (mulberry32), so two runs make the same choices. */
@@ -148,6 +149,10 @@ class Load {
   readonly meter = new Meter();
   readonly users: User[] = [];
   stopped = false;
+  /** New keys in commits answered `committed` (setup's seed rows included). */
+  insertedRows = 0;
+  /** New keys in commits sent and not answered yet. */
+  insertedRowsInFlight = 0;
   private hydrationTimer: NodeJS.Timeout | undefined;
   private hydrationCredit = 0;
   private hydrationCount = 0;
@@ -472,9 +477,14 @@ class Device {
       await this.call('push-chunk', 'POST', `/sync/push-sessions/${created.push_id}/chunks`, { start_row_ordinal: start, rows: rows.slice(start, start + 1000) });
     }
     const startedAt = performance.now();
+    const inserts = rows.filter((r) => r.op === 'INSERT').length;
+    this.load.insertedRowsInFlight += inserts;
+    // A commit that fails or is never answered may still have committed: its rows stay in flight.
     const commit = await this.call<{ status: string; bundle_seq: number; row_count: number }>('push-commit', 'POST', `/sync/push-sessions/${created.push_id}/commit`, {});
+    this.load.insertedRowsInFlight -= inserts;
     if (commit.status !== 'committed' || commit.row_count !== rows.length) throw new Error(`commit answered ${commit.status} with ${commit.row_count} rows of ${rows.length}`);
     this.nextSourceBundleId++;
+    this.load.insertedRows += inserts;
     for (const note of notes) {
       const entry = this.own.get(note.id);
       if (entry) entry.version = commit.bundle_seq;
@@ -566,7 +576,7 @@ function serve(): void {
           });
         } else if (raw.type === 'stop') {
           load?.stop();
-          send({ type: 'stopped' });
+          send({ type: 'stopped', insertedRows: load?.insertedRows ?? 0, insertedRowsInFlight: load?.insertedRowsInFlight ?? 0 });
           setTimeout(() => process.exit(0), 50);
         }
       } catch (error) {
