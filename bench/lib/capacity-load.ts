@@ -236,8 +236,9 @@ class Load {
       this.hydrationCredit += (devices * this.config.hydrationsPerDevicePerMinute) / 60;
       while (this.hydrationCredit >= 1 && !this.stopped) {
         this.hydrationCredit -= 1;
+        // Only users whose setup finished (a user being set up has no token yet).
         const user = this.users[Math.floor(this.rand() * this.users.length)];
-        if (user) void this.hydrate(user);
+        if (user?.ready) void this.hydrate(user);
       }
     }, 1000);
   }
@@ -274,6 +275,8 @@ class Load {
 
 class User {
   token = '';
+  /** Set up: its stream exists and its devices run. */
+  ready = false;
   readonly devices: Device[] = [];
 
   constructor(
@@ -297,6 +300,7 @@ class User {
         d.checkpoint = seq;
       }
       for (const d of this.devices) d.start();
+      this.ready = true;
     } catch (error) {
       this.load.meter.error(`setup of ${this.id}: ${error instanceof Error ? error.message : String(error)}`);
     }
