@@ -119,6 +119,18 @@ export class ManagedLayoutMismatchError extends Error {
   }
 }
 
+/**
+ * Bootstrap-time failure: the database has the Citus extension, and the layout is not ready to be
+ * distributed (docs/scale-out.md); nothing was distributed.
+ */
+export class CitusLayoutNotReadyError extends Error {
+  readonly code = 'citus_layout_not_ready';
+  constructor(readonly blockers: readonly { readonly id: string; readonly message: string }[]) {
+    super(`the citus extension is installed, but the sync layout is not ready to be distributed (docs/scale-out.md); nothing was distributed:\n${blockers.map((b) => `  - ${b.message}`).join('\n')}`);
+    this.name = 'CitusLayoutNotReadyError';
+  }
+}
+
 /** One change between a registered table's catalog entry and its declaration now. */
 export interface SchemaChange {
   /** Stable id, e.g. `drop-column:app.items.note`; `--accept <id>` accepts a contract step. */

@@ -19,6 +19,7 @@ const EXIT_CODES: Record<string, number> = {
   managed_layout_mismatch: 3,
   unsafe_schema_change: 4,
   layout_incompatible: 5,
+  citus_layout_not_ready: 6,
 };
 
 function describe(result: BootstrapResult): string {

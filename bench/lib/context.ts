@@ -13,5 +13,10 @@ export interface Benchmark {
   readonly name: string;
   /** Needs no database: runs even before the server starts. */
   readonly standalone?: boolean;
+  /**
+   * Runs only when named in `--only` (its own time budget is larger than a plain run can spare,
+   * e.g. the capacity ramp).
+   */
+  readonly optIn?: boolean;
   run(ctx: BenchContext, rec: Recorder): Promise<void>;
 }

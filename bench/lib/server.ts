@@ -31,6 +31,9 @@ export const BENCH_OPERATOR_TOKEN = 'lockstep-bench-operator-0123456789abcdef';
  */
 const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'shared_buffers=256MB'];
 
+/** application_name of the bench's own direct connections. */
+export const BENCH_ADMIN_APPLICATION = 'lockstep-bench-admin';
+
 /** Connections of the runtime's pool: what one local gateway process may use. */
 export const RUNTIME_POOL_MAX = 16;
 
@@ -44,6 +47,12 @@ export interface BenchServer {
   readonly gateway: Gateway;
   readonly roundTrips: RoundTripLog;
   readonly postgresVersion: string;
+  /** PostgreSQL's data folder (its postmaster.pid names the server process). */
+  readonly dataDir: string;
+  /** The direct URL of the bench database. */
+  readonly databaseUrl: string;
+  /** What the runtime's pool connects to: the direct URL, or the pooler's. */
+  readonly runtimeUrl: string;
   client(userId: string, sourceId?: string): HttpClient;
   /** A client of the operator routes (/syncx/operator/*). */
   operator(): HttpClient;
@@ -63,11 +72,26 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/**
- * `feed`: the server keeps one LISTEN connection, as `npm start` does, so waiting long polls and
- * WebSockets are woken by commits; without it long polls poll, as in Lambda.
- */
-export async function startBenchServer(options: { readonly postgresFlags?: readonly string[]; readonly feed?: boolean } = {}): Promise<BenchServer> {
+/** A connection pooler in front of the bench's PostgreSQL (PgBouncer in the capacity run). */
+export interface BenchPooler {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export interface BenchServerOptions {
+  readonly postgresFlags?: readonly string[];
+  /**
+   * The server keeps one LISTEN connection, as `npm start` does, so waiting long polls and
+   * WebSockets are woken by commits; without it long polls poll, as in Lambda.
+   */
+  readonly feed?: boolean;
+  /** Connections of the runtime's pool (RUNTIME_POOL_MAX unless set). */
+  readonly runtimePoolMax?: number;
+  /** Starts a pooler in front of the database; the runtime's pool then connects through it (the feed stays direct). */
+  readonly pooler?: (databaseUrl: string) => Promise<BenchPooler>;
+}
+
+export async function startBenchServer(options: BenchServerOptions = {}): Promise<BenchServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-pg17-'));
   const port = await freePort();
   grantPostgresUserAccess(dataDir);
@@ -83,7 +107,9 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
     onLog: () => {},
     onError: () => {},
   });
+  let pooler: BenchPooler | undefined;
   const stopPostgres = async (): Promise<void> => {
+    await pooler?.close().catch(() => undefined);
     await postgres.stop().catch(() => undefined);
     rmSync(dataDir, { recursive: true, force: true });
   };
@@ -92,12 +118,16 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
     await postgres.start();
     await postgres.createDatabase('bench');
     const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/bench`;
-    const admin = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+    // Named, so a count of the runtime's connections (bench/capacity.ts) can leave the bench's own out.
+    const admin = new pg.Pool({ connectionString: databaseUrl, max: 4, application_name: BENCH_ADMIN_APPLICATION });
     admin.on('error', () => {});
     await admin.query(BENCH_SCHEMA_SQL);
-    const pool = await createPool({ connectionString: databaseUrl, max: RUNTIME_POOL_MAX, driver: 'pg' });
+    pooler = options.pooler ? await options.pooler(databaseUrl) : undefined;
+    const runtimeUrl = pooler?.url ?? databaseUrl;
+    const runtimePoolMax = options.runtimePoolMax ?? RUNTIME_POOL_MAX;
+    const pool = await createPool({ connectionString: runtimeUrl, max: runtimePoolMax, driver: 'pg' });
     // The runtime's notion of its pool (the fair share's places) is the pool it is given.
-    const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench', SYNC_DB_POOL_MAX: String(RUNTIME_POOL_MAX) });
+    const config = loadConfig({ DATABASE_URL: databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_APP_NAME: 'lockstep-bench', SYNC_DB_POOL_MAX: String(runtimePoolMax) });
     const db = new Db(pool, { statementTimeoutMs: config.limits.statementTimeoutMs, lockTimeoutMs: config.limits.lockTimeoutMs });
     await bootstrap(db, { tables: BENCH_TABLES });
     const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
@@ -113,6 +143,9 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
       gateway,
       roundTrips,
       postgresVersion: version.rows[0]?.v ?? 'unknown',
+      dataDir,
+      databaseUrl,
+      runtimeUrl,
       client: (userId, sourceId) => new HttpClient(gateway.url, userId, sourceId ?? `src-${userId}`, BENCH_JWT_SECRET, roundTrips),
       operator: () => new HttpClient(gateway.url, 'operator', 'operator', BENCH_JWT_SECRET, roundTrips, BENCH_OPERATOR_TOKEN),
       close: async () => {

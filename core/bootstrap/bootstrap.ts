@@ -13,6 +13,7 @@
  *          write the catalog, create triggers of new tables and partitions,
  *          adopt existing rows (a fresh layout, or a newly registered table),
  *          raise schema_version when what clients see changed, store the description, verify
+ *   then, with the citus extension only: distribute the layout, or refuse (core/scale/citus.ts)
  */
 import { sql, raw, Isolation, type Db, type Queryable } from '../db/index.js';
 import { quoteIdent, quoteLiteral } from '../db/sql.js';
@@ -38,6 +39,7 @@ import { BOOTSTRAP_LOCK_KEY } from './lock.js';
 import { boundFunctions, DEFAULT_BOUNDS, functionsToBound, installRoleBounds, type RoleBoundsOutcome, type TimeBounds } from './bounds.js';
 import { diffCatalog, type StoredEntry } from './evolve.js';
 import { type CatalogColumn } from '../sync/catalog/compat.js';
+import { distributeOnCitus } from '../scale/citus.js';
 
 export { BOOTSTRAP_LOCK_KEY };
 
@@ -380,12 +382,15 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
       return readMeta(tx);
     }, readOnly);
     const version = p.layout?.version ?? target;
+    // With the citus extension, the layout is distributed (or bootstrap refuses); without it, one catalog read.
+    await distributeOnCitus(db);
     return { created: false, catalog: p.catalog, adoptedRows: 0, layoutFrom: version, layoutTo: version,
       schemaVersion: Number(meta.get('schema_version') ?? 1), applied: [], unchanged: true, roleBounds: await roleBounds() };
   }
   refuseUnsafe(p.changes, opts.accept ?? []);
   // Bootstrap's own work (adopting large tables) is bounded by nothing but its lock wait.
   const out = await db.runTx((tx) => write(tx, opts, target), { statementTimeoutMs: 0, lockTimeoutMs: 60_000, queryTimeoutMs: 0 });
+  await distributeOnCitus(db);
   return { created: out.created, catalog: out.catalog, adoptedRows: out.adopted, layoutFrom: out.from, layoutTo: out.to,
     schemaVersion: out.schemaVersion, applied: out.applied, unchanged: false, roleBounds: await roleBounds() };
 }

@@ -53,6 +53,10 @@ export interface PgBouncerOptions {
   readonly queryWaitTimeoutSeconds?: number;
   /** PgBouncer's `server_login_retry`: the pause after a failed server login (default 15 s). */
   readonly serverLoginRetrySeconds?: number;
+  /** Server connections per database and user (`default_pool_size`, 10 here unless set). */
+  readonly poolSize?: number;
+  /** Server connections per database in all (`max_db_connections`, 20 here unless set). */
+  readonly maxDbConnections?: number;
 }
 
 /** Starts PgBouncer (pool_mode=transaction) forwarding every database to `adminUrl`'s server. */
@@ -82,8 +86,8 @@ export async function startPgBouncer(adminUrl: string, options: PgBouncerOptions
       `auth_file = ${userlist}`,
       'pool_mode = transaction',
       'max_client_conn = 1000',
-      'default_pool_size = 10',
-      'max_db_connections = 20',
+      `default_pool_size = ${options.poolSize ?? 10}`,
+      `max_db_connections = ${options.maxDbConnections ?? 20}`,
       'ignore_startup_parameters = extra_float_digits,options',
       'stats_period = 1',
       // Hand each transaction the longest-idle server connection rather than the last one, so

@@ -1,0 +1,382 @@
+/**
+ * Issue 28: is the layout ready to be distributed on Citus (docs/scale-out.md)? Proven on plain
+ * PostgreSQL, against the layout bootstrap really creates, by four checks:
+ *   1. every per-user `sync` table's primary key and unique indexes lead with the distribution
+ *      column (`user_id`, the user's scope as text, like the registered tables' `_sync_scope_id`);
+ *   2. every request-path function takes the user's scope as an argument, and every scan of a
+ *      per-user table its statements run has the user in its index condition (the plans of a
+ *      scenario that calls each of them, nested statements included, seq scans disabled);
+ *   3. no request-path statement advances a sequence, writes a table that has no user column, or
+ *      takes a global lock (the scenario's effects, and the bodies of everything it can call);
+ *   4. every name in a managed body is schema-qualified (the scenario runs with search_path = '',
+ *      and every body is read for unqualified calls and relations).
+ * Where the layout fails a check today, the case is skipped with its reason, and a ratchet test
+ * pins exactly today's findings: a new finding (a regression) fails it, and so does a fixed one
+ * until its entry here is removed. The layout change each finding needs is in docs/scale-out.md
+ * ("What the layout must change").
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { startTestServer, type TestServer } from './support/server.js';
+import { planRecorder, nodesOf, type ExecutedPlan, type PlanNode, type PlanRecorder } from './support/plans.js';
+import { calledFunctions, globalEffects, unqualifiedNames } from './support/sql-bodies.js';
+import { citusPlan, REQUEST_PATH_FUNCTIONS, SYNC_DISTRIBUTION_COLUMN, SYNC_TABLE_ROLES, type Blocker, type LayoutFacts } from '../core/scale/distribution.js';
+import { readLayoutFacts } from '../core/scale/layout-facts.js';
+import { distributeOnCitus } from '../core/scale/citus.js';
+
+// The findings of today's layout, each with the layout change that clears it (docs/scale-out.md,
+// "What the layout must change", has them all in one place). One change underlies most of them:
+// the per-user tables name their user by `user_pk bigint`, a compact id from a global sequence,
+// where Citus needs the user's scope itself (text, as the registered tables' `_sync_scope_id`).
+
+/** Check 1: per-user tables whose keys do not lead with user_id today, and the change each needs. */
+const KEY_FINDINGS: Readonly<Record<string, string>> = {
+  'sync.user_state': 'PRIMARY KEY (user_id); user_pk and its global sequence sync.user_pk_seq go',
+  'sync.scope_state': 'user_id text PRIMARY KEY REFERENCES sync.user_state (user_id), instead of user_pk',
+  'sync.source_state': 'PRIMARY KEY (user_id, source_id), foreign key on user_id',
+  'sync.row_state': 'PRIMARY KEY (user_id, table_id, key_bytes)',
+  'sync.bundle_log': 'PRIMARY KEY (user_id, bundle_seq), UNIQUE (user_id, source_id, source_bundle_id)',
+  'sync.bundle_rows': 'PRIMARY KEY (user_id, bundle_seq, row_ordinal)',
+  'sync.push_sessions': 'a user_id column; PRIMARY KEY (user_id, push_id); index (user_id, expires_at)',
+  'sync.push_session_rows': 'a user_id column; PRIMARY KEY (user_id, push_id, row_ordinal), UNIQUE (user_id, push_id, table_id, key_bytes)',
+  'sync.snapshot_sessions': 'a user_id column; PRIMARY KEY (user_id, snapshot_id); index (user_id, expires_at)',
+  'sync.snapshot_session_rows': 'a user_id column; PRIMARY KEY (user_id, snapshot_id, row_ordinal)',
+  'sync.user_quota': 'PRIMARY KEY (user_id)',
+  'sync.user_outcomes': 'PRIMARY KEY (user_id)',
+  'sync.ws_connections': 'PRIMARY KEY (user_id, connection_id), foreign key on user_id; index (user_id, expires_at)',
+  'sync.bundle_context': 'PRIMARY KEY (user_id, xact) (its scope column already holds the user id)',
+  'sync.capture_rows': 'a user_id column, its index (user_id, xact)',
+  'sync.counter_deltas': 'a user_id column: a per-user ledger, folded into counter_totals by maintenance',
+};
+
+/** Check 2a: request-path functions without a scope argument today. */
+const SCOPE_ARGUMENT_FINDINGS: Readonly<Record<string, string>> = {
+  'sync.ws_disconnect': 'ws_disconnect(p_user text, p_connections text[]): $disconnect knows the user from the $connect authorizer context, the notifier knows whose sockets it sends to',
+  'sync.server_bundle_finish': 'server_bundle_finish(p_user text, p_retained integer, p_max_row_bytes bigint), force-delegated like server_bundle_begin',
+  'sync.count': 'count(p_user text, p_name text, p_delta bigint) into the per-user ledger, or the edge\'s counts leave the request path',
+};
+
+/** Check 2b: per-user tables scanned without the user in the index condition, and why. */
+const SCAN_FINDINGS: Readonly<Record<string, string>> = {
+  'sync.push_sessions': 'found by push_id alone (push_sessions_pkey), then joined to user_state; with (user_id, push_id) every lookup names the user',
+  'sync.push_session_rows': 'staged rows found by push_id (pkey and key index); with user_id leading both, by (user_id, push_id)',
+  'sync.snapshot_sessions': 'found by snapshot_id alone (snapshot_sessions_pkey)',
+  'sync.snapshot_session_rows': 'pages read by (snapshot_id, row_ordinal)',
+  'sync.ws_connections': 'ws_disconnect deletes by connection_id alone',
+  'sync.bundle_context': 'found by xact = txid_current() (guard, capture, finalize, server writes): needs (user_id, xact), the guard and capture naming the user',
+  'sync.capture_rows': 'found by xact alone',
+};
+
+/** Check 3: sequences the scenario advances, tables without a user column it writes, global effects in reachable bodies. */
+const SEQUENCE_FINDINGS: readonly string[] = [
+  'sync.capture_seq', // capture's ordering of this transaction's changes: a per-bundle counter in bundle_context instead
+  'sync.counter_bundles_committed', // kept for builds before layout 7; the per-user ledger replaces it
+  'sync.counter_push_conflicts', // a counted answer: a per-user ledger row instead
+  'sync.counter_push_rejected', // likewise
+  'sync.user_pk_seq', // user_pk goes with the user_id keys
+];
+const GLOBAL_WRITE_FINDINGS: readonly string[] = [
+  'sync.capture_rows', // keyed by xact alone
+  'sync.counter_deltas', // the global counter ledger
+  'sync.push_session_rows', // a session's rows, tied to their user only through push_id
+  'sync.snapshot_session_rows', // likewise through snapshot_id
+];
+const GLOBAL_EFFECT_FINDINGS: readonly string[] = [
+  'catalog SQL of app.items: nextval(sync.capture_seq)',
+  'catalog SQL of app.kinds: nextval(sync.capture_seq)',
+  'catalog SQL of app.lists: nextval(sync.capture_seq)',
+  'sync.committed_rows: nextval(sync.counter_history_pruned)',
+  'sync.ensure_user: nextval(sync.user_pk_seq)',
+  'sync.finalize_bundle: nextval(sync.counter_bundles_committed)',
+  // The three guards count refused direct writes, whose transactions roll back: only on the refusal path.
+  'sync.guard: nextval(sync.counter_rejected_direct_writes)',
+  'sync.guard_bundle_context: nextval(sync.counter_rejected_direct_writes)',
+  'sync.guard_managed: nextval(sync.counter_rejected_direct_writes)',
+  // Bootstrap's lock, looked up only when no managed function is on the stack (not on the request path).
+  'sync.guard_managed: reads pg_locks',
+  // NOTIFY takes PostgreSQL's cluster-wide notify lock from pre-commit to the end of the commit.
+  'sync.notify_commit: pg_notify(lockstep_commit)',
+  'sync.pull: nextval(sync.counter_history_pruned)',
+  'sync.push_commit: nextval(sync.counter_push_conflicts)',
+  'sync.push_commit: nextval(sync.counter_push_rejected)',
+];
+
+/** Check 4: unqualified names in managed bodies (none today). */
+const NAME_FINDINGS: readonly string[] = [];
+
+const PER_USER_TABLES = Object.entries(SYNC_TABLE_ROLES).filter(([, role]) => role === 'per-user').map(([t]) => `sync.${t}`);
+/** The columns that identify a user in a table: what its scans must be narrowed by. */
+const USER_COLUMNS = ['user_id', 'user_pk', '_sync_scope_id'];
+/** Trigger functions that fire on the request path (on business tables and sync tables). */
+const TRIGGER_FUNCTIONS = ['sync.guard', 'sync.capture', 'sync.guard_managed', 'sync.guard_bundle_context', 'sync.check_bundle_finished', 'sync.notify_commit'];
+
+const MAX_BUDGET = 4 * 1024 * 1024;
+
+interface Scenario {
+  readonly plans: ExecutedPlan[];
+  readonly sequencesAdvanced: string[];
+  readonly tablesWritten: Map<string, number>;
+}
+
+/** Every request-path function called as the edge calls it, on one connection, with search_path = ''. */
+async function runScenario(client: pg.Client, tables: Map<string, number>): Promise<void> {
+  const call = async <T = any>(text: string, values: unknown[] = []): Promise<T> => (await client.query(text, values)).rows[0] as T;
+  const user = 'ready-user';
+  const source = 'ready-dev';
+  const lists = tables.get('app.lists') as number;
+  const items = tables.get('app.items') as number;
+  const kinds = tables.get('app.kinds') as number;
+  const answer = async (fn: string, args: string, values: unknown[]): Promise<any> => (await call(`SELECT ${fn}(${args}) AS a`, values)).a;
+  let sbid = 0;
+  const push = async (rows: unknown[]): Promise<{ pushId: string; commit: any }> => {
+    sbid++;
+    const created = await answer('sync.push_create', '$1, $2, $3, $4, NULL, NULL, 900', [user, source, sbid, rows.length]);
+    expect(created, JSON.stringify(created)).toMatchObject({ status: 'staging' });
+    const chunk = await answer('sync.push_chunk', '$1, $2, $3::uuid, 0, $4::jsonb, 1000, $5, 67108864', [user, source, created.push_id, JSON.stringify(rows), `digest-${sbid}`]);
+    expect(chunk, JSON.stringify(chunk)).toMatchObject({ next_expected_row_ordinal: rows.length });
+    const commit = await answer('sync.push_commit', '$1, $2, $3::uuid, 100, 10000', [user, source, created.push_id]);
+    if (commit.status !== 'committed') sbid--; // a refused bundle consumes nothing
+    return { pushId: created.push_id, commit };
+  };
+  const list = '11111111-1111-4111-8111-111111111111';
+  const item = '22222222-2222-4222-8222-222222222222';
+
+  expect(await answer('sync.connect', '$1, $2, false, 900', [user, source])).toMatchObject({ resolution: 'initialize_empty' });
+  // A commit of inserts (capture, finalize, row state, the commit signal).
+  const first = await push([
+    { t: lists, k: list, o: 1, b: 0, p: { title: 'groceries', position: 1 } },
+    { t: items, k: item, o: 1, b: 0, p: { list_id: list, body: 'milk', done: false } },
+  ]);
+  expect(first.commit).toMatchObject({ status: 'committed', bundle_seq: 1 });
+  // A conflict (the server row is looked up), then its note.
+  const conflict = await push([{ t: lists, k: list, o: 2, b: 7, p: { title: 'stale', position: 1 } }]);
+  expect(conflict.commit).toMatchObject({ error: 'push_conflict' });
+  await call(`SELECT sync.note_outcome($1, $2, 'conflict', '{}'::jsonb)`, [user, source]);
+  // An update and a delete (the delete SQL and the cascade).
+  expect((await push([
+    { t: lists, k: list, o: 2, b: 1, p: { title: 'groceries!', position: 2 } },
+    { t: items, k: item, o: 3, b: 1, p: null },
+  ])).commit).toMatchObject({ status: 'committed', bundle_seq: 2 });
+  // A rejection by a foreign key, and one by a value PostgreSQL cannot store (row and column search).
+  expect((await push([{ t: items, k: '33333333-3333-4333-8333-333333333333', o: 1, b: 0, p: { list_id: '44444444-4444-4444-8444-444444444444', body: 'orphan' } }])).commit)
+    .toMatchObject({ error: 'push_rejected' });
+  const unstorable = await push([{ t: kinds, k: 'k1', o: 1, b: 0, p: { big: 'not a number' } }]);
+  expect(unstorable.commit).toMatchObject({ error: 'push_rejected' });
+  const key = (await call(`SELECT sync.first_unstorable_row($1, $2::uuid, $3::smallint) AS k`, [user, unstorable.pushId, kinds])).k;
+  expect(key).not.toBeNull();
+  expect((await call(`SELECT sync.unstorable_column($1, $2::uuid, $3::smallint, $4::bytea) AS c`, [user, unstorable.pushId, kinds, key])).c).toBe('big');
+  await call(`SELECT sync.push_delete($1, $2, $3::uuid)`, [user, source, unstorable.pushId]);
+  // Reads: pull, a committed bundle's rows, a snapshot (create, page, delete).
+  expect((await call(`SELECT error, body FROM sync.pull($1, $2, 0, 100, NULL, $3)`, [user, source, MAX_BUDGET])).error).toBeNull();
+  expect((await call(`SELECT error, body FROM sync.committed_rows($1, 1, 0, 1000, $2)`, [user, MAX_BUDGET])).error).toBeNull();
+  const snapshot = await answer('sync.snapshot_create', '$1, $2, NULL, NULL, NULL, 900', [user, 'ready-dev-2']);
+  expect(snapshot, JSON.stringify(snapshot)).toMatchObject({ row_count: 1 });
+  expect((await call(`SELECT error FROM sync.snapshot_page($1, $2::uuid, 0, 5000, $3)`, [user, snapshot.snapshot_id, MAX_BUDGET])).error).toBeNull();
+  await call(`SELECT sync.snapshot_delete($1, $2::uuid)`, [user, snapshot.snapshot_id]);
+  // Push notifications: a socket registered, the targets of a commit, a disconnect.
+  await call(`SELECT sync.ws_connect($1, $2, 'conn-1', 7200, 32)`, [user, source]);
+  expect((await client.query(`SELECT * FROM sync.ws_targets($1)`, [user])).rows).toHaveLength(1);
+  await call(`SELECT sync.ws_disconnect(ARRAY['conn-1'])`);
+  // The server write API, inside the application's transaction.
+  await client.query('BEGIN');
+  await call(`SELECT sync.server_bundle_begin($1, 'server:ready')`, [user]);
+  await client.query(`INSERT INTO app.lists (id, _sync_scope_id, title) VALUES (gen_random_uuid(), $1, 'from the server')`, [user]);
+  expect((await call(`SELECT sync.server_bundle_finish(10000) AS a`)).a).toMatchObject({ bundle_seq: 3 });
+  await client.query('COMMIT');
+  // The operator's view of one user.
+  expect((await call(`SELECT sync.user_status($1, 10) AS s`, [user])).s).toMatchObject({ user_id: user });
+}
+
+/** The user-column equality a scan's index condition must carry. */
+function narrowedByUser(node: PlanNode): boolean {
+  const cond = `${node['Index Cond'] ?? ''} ${node['Recheck Cond'] ?? ''}`;
+  return USER_COLUMNS.some((c) => new RegExp(`\\b${c}\\s*=|=\\s*(?:\\w+\\.)?${c}\\b`).test(cond));
+}
+
+function perUserRelation(node: PlanNode, registered: ReadonlySet<string>): string | undefined {
+  const relation = node['Relation Name'];
+  const schema = (node as PlanNode & { Schema?: string }).Schema;
+  if (!relation) return undefined;
+  // auto_explain's JSON names the relation without its schema; sync and app names do not overlap.
+  const name = PER_USER_TABLES.includes(`sync.${relation}`) && schema !== 'app' ? `sync.${relation}` : [...registered].find((r) => r.endsWith(`.${relation}`));
+  return name;
+}
+
+describe('scale-out readiness: the layout bootstrap creates, checked for Citus', () => {
+  let s: TestServer;
+  let recorder: PlanRecorder;
+  let facts: LayoutFacts;
+  let blockers: readonly Blocker[];
+  let scenario: Scenario;
+  let bodies: Map<string, string>;
+  let builtins: Set<string>;
+  /** pg_catalog's relations: always on the search path, so unqualified they still resolve. */
+  let catalogRelations: Set<string>;
+
+  beforeAll(async () => {
+    s = await startTestServer();
+    facts = await readLayoutFacts(s.t.db);
+    blockers = citusPlan(facts).blockers;
+    const tableIds = new Map((await s.t.exec(`SELECT schema_name || '.' || table_name AS name, table_id FROM sync.table_catalog`)).rows.map((r) => [r.name as string, r.table_id as number]));
+    builtins = new Set((await s.t.exec(`SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace`)).rows.map((r) => r.proname as string));
+    catalogRelations = new Set((await s.t.exec(`SELECT relname FROM pg_class WHERE relnamespace = 'pg_catalog'::regnamespace`)).rows.map((r) => r.relname as string));
+    bodies = new Map((await s.t.exec(`SELECT 'sync.' || proname AS name, prosrc FROM pg_proc WHERE pronamespace = 'sync'::regnamespace`)).rows.map((r) => [r.name as string, r.prosrc as string]));
+    for (const r of (await s.t.exec(`SELECT schema_name || '.' || table_name AS t, capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql, hash_rows_sql, request_rows_sql FROM sync.table_catalog`)).rows) {
+      for (const [column, text] of Object.entries(r)) if (column !== 't') bodies.set(`catalog ${r.t as string} ${column}`, text as string);
+    }
+
+    const sequences = async (): Promise<Map<string, string>> =>
+      new Map((await s.t.exec(`SELECT schemaname || '.' || sequencename AS name, coalesce(last_value::text, '-') AS v FROM pg_sequences WHERE schemaname = 'sync'`)).rows.map((r) => [r.name as string, r.v as string]));
+    const writes = async (): Promise<Map<string, number>> =>
+      new Map((await s.t.exec(`SELECT schemaname || '.' || relname AS name, n_tup_ins + n_tup_upd + n_tup_del AS n FROM pg_stat_user_tables WHERE schemaname IN ('sync', 'app')`)).rows.map((r) => [r.name as string, Number(r.n)]));
+    recorder = await planRecorder(s.t.url);
+    await recorder.client.query(`SET search_path = ''; SET enable_seqscan = off`);
+    const seq0 = await sequences();
+    const w0 = await writes();
+    const plans = await recorder.record((client) => runScenario(client, tableIds));
+    await recorder.client.query('SELECT pg_stat_force_next_flush()');
+    const seq1 = await sequences();
+    const w1 = await writes();
+    scenario = {
+      plans,
+      sequencesAdvanced: [...seq1].filter(([name, v]) => seq0.get(name) !== v).map(([name]) => name).sort(),
+      tablesWritten: new Map([...w1].map(([name, n]) => [name, n - (w0.get(name) ?? 0)] as [string, number]).filter(([, n]) => n > 0)),
+    };
+  });
+  afterAll(async () => {
+    await recorder?.close();
+    await s?.close();
+  });
+
+  it('without the citus extension (as here: no package for PostgreSQL 16/17 on this machine kind), bootstrap distributes nothing', async () => {
+    expect(await distributeOnCitus(s.t.db)).toBe('absent');
+  });
+
+  describe('1. every per-user sync table is keyed by the user first', () => {
+    const keyBlockers = (table: string): string[] => blockers.filter((b) => b.id.startsWith(`${table}:`)).map((b) => b.message);
+    for (const table of PER_USER_TABLES) {
+      const known = KEY_FINDINGS[table];
+      (known ? it.skip : it)(`${table}: ${SYNC_DISTRIBUTION_COLUMN} text is its distribution column, and its primary key, unique indexes and foreign keys lead with it${known ? ` — not yet: ${known}` : ''}`, () => {
+        expect(keyBlockers(table)).toEqual([]);
+      });
+    }
+    it('registered tables: every unique index includes _sync_scope_id, of one type and collation (the envelope already requires it)', () => {
+      expect(blockers.filter((b) => facts.registeredTables.some((t) => b.id.startsWith(`${t.schema}.${t.table}:`)))).toEqual([]);
+    });
+    it('ratchet: the per-user tables with key findings are exactly the recorded ones', () => {
+      const found = PER_USER_TABLES.filter((t) => keyBlockers(t).length > 0);
+      expect(found.sort()).toEqual(Object.keys(KEY_FINDINGS).sort());
+    });
+    it('every sync table is classified as per-user or reference', () => {
+      expect(blockers.filter((b) => b.id.endsWith(':unclassified') || b.id.endsWith(':missing')).map((b) => b.message)).toEqual([]);
+    });
+  });
+
+  describe('2. request-path functions take the user and touch only that user\'s rows', () => {
+    for (const d of REQUEST_PATH_FUNCTIONS) {
+      const known = SCOPE_ARGUMENT_FINDINGS[d.name];
+      (known ? it.skip : it)(`${d.name} takes the scope as ${d.scopeArgument} (text)${known ? ` — not yet: ${known}` : ''}`, () => {
+        const fn = facts.functions.find((f) => f.name === d.name);
+        expect(fn, `${d.name} exists`).toBeDefined();
+        const i = fn?.argumentNames.indexOf(d.scopeArgument) ?? -1;
+        expect(i, `${d.name} has ${d.scopeArgument}`).toBeGreaterThanOrEqual(0);
+        expect(fn?.argumentTypes[i]).toBe('text');
+      });
+    }
+    it('ratchet: the functions without a scope argument are exactly the recorded ones', () => {
+      const found = REQUEST_PATH_FUNCTIONS.filter((d) => {
+        const fn = facts.functions.find((f) => f.name === d.name);
+        return !fn || !fn.argumentNames.includes(d.scopeArgument);
+      }).map((d) => d.name);
+      expect(found.sort()).toEqual(Object.keys(SCOPE_ARGUMENT_FINDINGS).sort());
+    });
+
+    const scans = (): Map<string, Set<string>> => {
+      const registered = new Set(facts.registeredTables.map((t) => `${t.schema}.${t.table}`));
+      const out = new Map<string, Set<string>>();
+      for (const p of scenario.plans) {
+        for (const node of nodesOf(p.plan)) {
+          if (!/Scan$/.test(node['Node Type']) || node['Node Type'] === 'Bitmap Heap Scan') continue;
+          const table = perUserRelation(node, registered);
+          if (!table || narrowedByUser(node)) continue;
+          const how = node['Index Name'] ? `${node['Node Type']} of ${node['Index Name']} on (${node['Index Cond'] ?? ''})` : node['Node Type'];
+          const set = out.get(table) ?? new Set<string>();
+          set.add(how);
+          out.set(table, set);
+        }
+      }
+      return out;
+    };
+    it('the scenario ran every request-path function (its plans were recorded)', () => {
+      const ran = new Set(scenario.plans.flatMap((p) => [...p.query.matchAll(/sync\.([a-z_]+)\(/g)].map((m) => `sync.${m[1] as string}`)));
+      expect(REQUEST_PATH_FUNCTIONS.map((d) => d.name).filter((n) => n !== 'sync.count' && !ran.has(n))).toEqual([]);
+    });
+    for (const table of [...PER_USER_TABLES, 'registered tables']) {
+      const known = SCAN_FINDINGS[table];
+      (known ? it.skip : it)(`every scan of ${table} has the user in its index condition${known ? ` — not yet: ${known}` : ''}`, () => {
+        const found = scans();
+        const mine = table === 'registered tables' ? [...found].filter(([t]) => !t.startsWith('sync.')) : [...found].filter(([t]) => t === table);
+        expect(mine.map(([t, how]) => `${t}: ${[...how].join('; ')}`)).toEqual([]);
+      });
+    }
+    it('ratchet: the tables scanned without the user are exactly the recorded ones', () => {
+      expect([...scans().keys()].sort()).toEqual(Object.keys(SCAN_FINDINGS).sort());
+    });
+  });
+
+  describe('3. no request-path statement reads or writes a global counter, sequence or lock', () => {
+    const reachable = (): string[] => {
+      const known = new Set(facts.functions.map((f) => f.name));
+      const seen = new Set<string>();
+      const todo = [...REQUEST_PATH_FUNCTIONS.map((d) => d.name), ...TRIGGER_FUNCTIONS];
+      while (todo.length > 0) {
+        const fn = todo.pop() as string;
+        if (seen.has(fn) || !bodies.has(fn)) continue;
+        seen.add(fn);
+        todo.push(...calledFunctions(bodies.get(fn) as string, known));
+      }
+      for (const name of bodies.keys()) if (name.startsWith('catalog ')) seen.add(name);
+      return [...seen].sort();
+    };
+    const effects = (): string[] =>
+      [...new Set(reachable().flatMap((name) => globalEffects(bodies.get(name) as string).map((e) => `${name.replace(/^catalog (\S+) \S+$/, 'catalog SQL of $1')}: ${e}`)))].sort();
+    (SEQUENCE_FINDINGS.length ? it.skip : it)(`the scenario advances no sequence${SEQUENCE_FINDINGS.length ? ` — not yet: ${SEQUENCE_FINDINGS.join(', ')}` : ''}`, () => {
+      expect(scenario.sequencesAdvanced).toEqual([]);
+    });
+    it('ratchet: the sequences the scenario advances are exactly the recorded ones', () => {
+      expect(scenario.sequencesAdvanced).toEqual([...SEQUENCE_FINDINGS].sort());
+    });
+    const globalWrites = (): string[] => {
+      const withUser = new Set([...facts.syncTables, ...facts.registeredTables].filter((t) => t.columns.some((c) => USER_COLUMNS.includes(c.name))).map((t) => `${t.schema}.${t.table}`));
+      return [...scenario.tablesWritten.keys()].filter((t) => !withUser.has(t)).sort();
+    };
+    (GLOBAL_WRITE_FINDINGS.length ? it.skip : it)(`the scenario writes no table without a user column${GLOBAL_WRITE_FINDINGS.length ? ` — not yet: ${GLOBAL_WRITE_FINDINGS.join(', ')}` : ''}`, () => {
+      expect(globalWrites()).toEqual([]);
+    });
+    it('ratchet: the tables without a user column the scenario writes are exactly the recorded ones', () => {
+      expect(scenario.tablesWritten.size).toBeGreaterThan(0);
+      expect(globalWrites()).toEqual([...GLOBAL_WRITE_FINDINGS].sort());
+    });
+    (GLOBAL_EFFECT_FINDINGS.length ? it.skip : it)(`no body the request path can reach uses a sequence, an advisory lock, LOCK TABLE, NOTIFY or pg_locks${GLOBAL_EFFECT_FINDINGS.length ? ' — not yet: see the ratchet' : ''}`, () => {
+      expect(effects()).toEqual([]);
+    });
+    it('ratchet: the global effects in reachable bodies are exactly the recorded ones', () => {
+      expect(effects()).toEqual([...GLOBAL_EFFECT_FINDINGS].sort());
+    });
+  });
+
+  describe('4. every name in a managed body is schema-qualified', () => {
+    it('the whole scenario ran with search_path = \'\' (pg_catalog only): nothing it reached needed a search path', () => {
+      // beforeAll ran it; reaching here means no statement failed for a name it could not find.
+      expect(scenario.plans.length).toBeGreaterThan(50);
+    });
+    const findings = (): string[] => [...bodies].flatMap(([name, text]) =>
+      unqualifiedNames(text, builtins, new Set(['lockstep_new', 'lockstep_old', ...catalogRelations])).map((f) => `${name}: ${f.kind} ${f.name}`)).sort();
+    (NAME_FINDINGS.length ? it.skip : it)(`no managed body calls a function or names a relation outside pg_catalog without its schema${NAME_FINDINGS.length ? ' — not yet: see the ratchet' : ''}`, () => {
+      expect(findings()).toEqual([]);
+    });
+    it('ratchet: the unqualified names are exactly the recorded ones', () => {
+      expect(findings()).toEqual([...NAME_FINDINGS].sort());
+    });
+  });
+});
