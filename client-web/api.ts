@@ -6,12 +6,12 @@
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
 import { type SqlValue, type SqliteDb } from './sqlite/port.js';
-import { type Rejection, type Violation } from './state.js';
+import { type Rejection, type RejectionCode, type Violation } from './state.js';
 import { type RetryPolicy } from './transport.js';
 import { type WebSocketFactory } from './watch-socket.js';
 import { type WakeSourceFactory } from './wake.js';
 
-export type { Rejection, Violation } from './state.js';
+export type { Rejection, RejectionCode, Violation } from './state.js';
 
 /** A row as the application stores it locally, by column name. */
 export type LocalRow = Record<string, unknown>;
@@ -207,7 +207,11 @@ export interface QuarantinedRow {
   readonly op: 'INSERT' | 'UPDATE' | 'DELETE';
   /** The refused row's local values by column, or null for a delete. */
   readonly row: Readonly<Record<string, SqlValue>> | null;
-  readonly code: ServerErrorCode;
+  /**
+   * The server's code, or `invalid_local_row` for a row the client could not encode for the wire
+   * (set aside at freeze; `violation.column` names the column, `row` holds the values as written).
+   */
+  readonly code: RejectionCode;
   readonly message: string;
   readonly violation: Violation | null;
   /** Set when this row was moved only because it depends (foreign key) on quarantined row `dependsOn`. */

@@ -17,14 +17,14 @@ import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedD
 import { fetchOwnBundle } from './committed-rows.js';
 import { resolveConflicts } from './conflicts.js';
 import { type ClientContext } from './context.js';
-import { ClientError, ClientErrorCode } from './errors.js';
+import { ClientError, ClientErrorCode, type ServerErrorCode } from './errors.js';
 import { replacementReason, type SourceRefusal } from './http-errors.js';
 import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
-import { dropOutbox, freeze, unfreeze, type FreezeLimits } from './outbox.js';
+import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits } from './outbox.js';
 import { pullPage } from './pull.js';
 import { connect, pushBundle } from './push.js';
-import { salvage, type Salvage } from './quarantine.js';
+import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
 import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation } from './rebuild.js';
 import { type SqliteStatements } from './sqlite/port.js';
 import {
@@ -108,10 +108,11 @@ class Run {
   }
 
   pushResult(): PushResult {
-    if (this.rejection) return { status: 'rejected', ...this.rejection };
+    // A held rejection is always the server's (the client's own refusals only ever quarantine).
+    if (this.rejection) return { status: 'rejected', ...this.rejection, code: this.rejection.code as ServerErrorCode };
     const quarantined = this.quarantinedRows > 0 ? { quarantinedRows: this.quarantinedRows } : {};
     if (this.committed) return { status: 'committed', ...this.committed, rowCount: this.pushedRows, conflictsResolved: this.conflictsResolved, ...quarantined };
-    if (this.resolvedWithoutCommit) return { status: 'resolved_without_commit', conflictsResolved: this.conflictsResolved, ...quarantined };
+    if (this.resolvedWithoutCommit || this.quarantinedRows > 0) return { status: 'resolved_without_commit', conflictsResolved: this.conflictsResolved, ...quarantined };
     return { status: 'nothing_to_push' };
   }
 }
@@ -212,19 +213,39 @@ export class Coordinator {
     return { maxRows: this.ctx.limits.maxRowsPerBundle, maxBytes: Math.floor(this.ctx.limits.maxBytesPerBundle * FREEZE_BYTES_SHARE) };
   }
 
-  /** Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild. */
-  private freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
-    return this.db.transaction(async (tx) => {
+  /**
+   * Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild.
+   * Rows that cannot be encoded are quarantined on the way (counted in the run).
+   */
+  private async freeze(run: Run, limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+    const result = await applyTransaction(this.db, this.ctx.model, async (tx) => {
       if (unfreezeFirst) await unfreeze(tx, unfreezeFirst);
-      const result = await freeze(tx, this.ctx.model, limits);
-      if (result.rebuildRequired) await setRebuildRequired(tx, true);
-      return result.frozen;
-    });
+      const frozen = await freeze(tx, this.ctx.model, limits, (t, rows, bad) => setAsideUnencodable(t, this.ctx.model, rows, bad, this.needsRebuild));
+      if (frozen.rebuildRequired) await setRebuildRequired(tx, true);
+      return frozen;
+    }, this.needsRebuild);
+    run.quarantinedRows += result.setAside;
+    return result.frozen;
+  }
+
+  /**
+   * A rejection that names no row of a bundle of several: the bundle shrinks to its first half
+   * (the rest goes back to the dirty set) and is pushed again, until the refused row is alone or
+   * named; halves that pass commit on the way, so no row that would commit is ever held or
+   * dropped with the refused one. Null when the rejection is not about a row (nothing to split).
+   */
+  private async split(frozen: FrozenBundle, rejection: Rejection): Promise<FrozenBundle | null> {
+    if (frozen.rowCount < 2) return null;
+    const rowFault = rejection.code === 'push_rejected' || rejection.code === 'payload_too_large';
+    if (!rowFault) return null;
+    const rows = await readOutbox(this.db, this.ctx.model, frozen);
+    if (offendingRow(rows, rejection) >= 0) return null;
+    return this.db.transaction((tx) => shrinkOutbox(tx, frozen, rows, Math.ceil(rows.length / 2)));
   }
 
   /** One bundle: freeze (or resume) it and push it to an outcome. */
   private async pushPhase(run: Run): Promise<SyncEvent> {
-    const first = await this.freeze();
+    const first = await this.freeze(run);
     if (!first) return { type: 'nothing_to_push', facts: await this.facts() };
     if (first.rejected && !run.options.retryRejected) {
       run.rejection = first.rejected;
@@ -248,6 +269,11 @@ export class Coordinator {
           continue;
         }
         case 'rejected': {
+          const half = await this.split(frozen, attempt.rejection);
+          if (half) {
+            frozen = half;
+            continue;
+          }
           const saved: Salvage | null = this.ctx.config.onRejected === 'quarantine' ? await salvage(this.ctx, frozen, attempt.rejection, this.needsRebuild) : null;
           if (!saved) {
             await this.db.transaction((tx) => recordRejection(tx, attempt.rejection));
@@ -280,7 +306,7 @@ export class Coordinator {
             return { type: 'scope_taken' };
           }
           await this.db.transaction((tx) => setInitializationId(tx, answer.initialization_id ?? null));
-          const again = await this.freeze();
+          const again = await this.freeze(run);
           if (!again) return { type: 'nothing_to_push', facts: await this.facts() };
           frozen = again;
           continue;
@@ -289,7 +315,7 @@ export class Coordinator {
           return this.sourceRefused(run, attempt.error);
         case 'too_large': {
           // The server measures the bundle larger than the freeze did: freeze half as many rows.
-          const smaller = await this.freeze({ ...this.freezeLimits(), maxRows: Math.max(1, Math.floor(frozen.rowCount / 2)) }, frozen);
+          const smaller = await this.freeze(run, { ...this.freezeLimits(), maxRows: Math.max(1, Math.floor(frozen.rowCount / 2)) }, frozen);
           if (!smaller) return { type: 'nothing_to_push', facts: await this.facts() };
           frozen = smaller;
           continue;

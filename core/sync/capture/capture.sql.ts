@@ -27,8 +27,9 @@ $fn$
 /**
  * The guard of `sync.bundle_context`: rows are written only by the managed functions that open and
  * close a bundle. Who is writing is read from the call stack (PG_CONTEXT), which a setting cannot
- * forge: one of its lines is the managed function itself. (sync.first_unstorable_row and
- * sync.unstorable_column open one only inside blocks that always roll back.)
+ * forge: one of its lines is the managed function itself. (sync.first_unstorable_row,
+ * sync.unstorable_column and sync.first_failing_row open one only inside blocks that always roll
+ * back.)
  */
 export const guardBundleContextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.guard_bundle_context() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -36,7 +37,7 @@ DECLARE
   v_stack text;
 BEGIN
   GET DIAGNOSTICS v_stack = PG_CONTEXT;
-  IF v_stack ~ '\nPL/pgSQL function sync\.(push_commit|server_bundle_begin|server_bundle_finish|finalize_bundle|first_unstorable_row|unstorable_column)\(' THEN
+  IF v_stack ~ '\nPL/pgSQL function sync\.(push_commit|server_bundle_begin|server_bundle_finish|finalize_bundle|first_unstorable_row|unstorable_column|first_failing_row)\(' THEN
     RETURN NULL;
   END IF;
   PERFORM nextval('sync.counter_rejected_direct_writes');
