@@ -90,6 +90,12 @@ class Run {
   quarantinedRows = 0;
   resolvedWithoutCommit = false;
   rejection: Rejection | null = null;
+  /**
+   * While a rejection that named no row is being narrowed: the rows the last split sent back to
+   * the dirty set (the rest of the refused bundle). The next freeze takes at most that many, so a
+   * half that committed does not make the search start again over every pending row.
+   */
+  splitRest: number | null = null;
   // Pull.
   pulled = false;
   pullTarget: number | undefined;
@@ -245,7 +251,7 @@ export class Coordinator {
 
   /** One bundle: freeze (or resume) it and push it to an outcome. */
   private async pushPhase(run: Run): Promise<SyncEvent> {
-    const first = await this.freeze(run);
+    const first = await this.freeze(run, run.splitRest === null ? this.freezeLimits() : { ...this.freezeLimits(), maxRows: run.splitRest });
     if (!first) return { type: 'nothing_to_push', facts: await this.facts() };
     if (first.rejected && !run.options.retryRejected) {
       run.rejection = first.rejected;
@@ -271,9 +277,11 @@ export class Coordinator {
         case 'rejected': {
           const half = await this.split(frozen, attempt.rejection);
           if (half) {
+            run.splitRest = frozen.rowCount - half.rowCount;
             frozen = half;
             continue;
           }
+          run.splitRest = null;
           const saved: Salvage | null = this.ctx.config.onRejected === 'quarantine' ? await salvage(this.ctx, frozen, attempt.rejection, this.needsRebuild) : null;
           if (!saved) {
             await this.db.transaction((tx) => recordRejection(tx, attempt.rejection));
