@@ -7,7 +7,7 @@ import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
 import { type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { type Rejection, type RejectionCode, type Violation } from './state.js';
-import { type RetryPolicy } from './transport.js';
+import { type RetryPolicy, type TokenProvider } from './transport.js';
 import { type WebSocketFactory } from './watch-socket.js';
 import { type WakeSourceFactory } from './wake.js';
 
@@ -65,8 +65,12 @@ export interface Progress {
 export interface ClientConfig {
   /** Origin of the sync API, e.g. `http://localhost:8787`. */
   readonly baseUrl: string;
-  /** Credential provider; called before every request. */
-  readonly getToken: () => string | Promise<string>;
+  /**
+   * Credential provider; called before every request. After a 401 it is called once more with
+   * `{ refresh: true }` (return a fresh token, not a cached one) and the request is retried; a
+   * provider that throws fails the request with `authentication_failed`.
+   */
+  readonly getToken: TokenProvider;
   /** The local database (see client-web/sqlite). The app's own tables must already exist. */
   readonly db: SqliteDb;
   readonly tables: readonly TableConfig[];

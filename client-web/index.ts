@@ -38,6 +38,6 @@ export {
   type ServerErrorCode,
   type SyncErrorCode,
 } from './errors.js';
-export { SyncHttpError, type RetryPolicy } from './transport.js';
+export { SyncHttpError, type RetryPolicy, type TokenProvider } from './transport.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
 export type { SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';

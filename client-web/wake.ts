@@ -9,7 +9,7 @@
  * client's config.
  */
 import { WatchResponse } from '../core/protocol/read-path.js';
-import { type Transport } from './transport.js';
+import { type TokenProvider, type Transport } from './transport.js';
 import { defaultSocketUrl, platformWebSocket, SocketWatch, type WebSocketFactory } from './watch-socket.js';
 
 /** What a wake source may use. */
@@ -18,7 +18,7 @@ export interface WakeSourceContext {
   readonly transport: Transport;
   /** Origin of the sync API, for sources that open their own connection. */
   readonly baseUrl: string;
-  readonly getToken: () => string | Promise<string>;
+  readonly getToken: TokenProvider;
   /** This device's current source id. */
   readonly sourceId: () => string;
   /** The read checkpoint now. */

@@ -16,6 +16,7 @@
 import { WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, ChangedMessage } from '../core/protocol/notify.js';
 import { type WatchResult } from './api.js';
 import { type ClientContext } from './context.js';
+import { type TokenProvider } from './transport.js';
 
 /** What the client needs of a WebSocket; the browser's and the `ws` package's both fit. */
 export interface WebSocketLike {
@@ -33,7 +34,7 @@ export type WebSocketFactory = (url: string) => WebSocketLike;
 export interface SocketWatchOptions {
   /** `ws(s)://host/sync/ws` locally, or the WebSocket API's `wss://…/{stage}` in AWS. */
   readonly url: string;
-  readonly getToken: () => string | Promise<string>;
+  readonly getToken: TokenProvider;
   readonly sourceId: () => string;
   readonly connect: WebSocketFactory;
   readonly pingIntervalMs?: number;

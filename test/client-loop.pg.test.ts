@@ -8,9 +8,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LoopEnvironment, type SyncStatus } from '../client-web/api.js';
-import { openDevice, type Device, type DeviceOptions } from './support/client-harness.js';
+import { openClient } from '../client-web/client.js';
+import { openNodeSqlite } from '../client-web/sqlite/node.js';
+import { type TokenProvider } from '../client-web/transport.js';
+import { LOCAL_APP_SQL, LOCAL_APP_TABLES, TEST_RETRY, openDevice, type Device, type DeviceOptions } from './support/client-harness.js';
 import { NO_FAULTS, startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
-import { startTestServer, type TestServer } from './support/server.js';
+import { signToken, startTestServer, type TestServer } from './support/server.js';
 import { until } from './support/until.js';
 
 /** Network and visibility signals the test switches. */
@@ -132,6 +135,41 @@ describe('web client: the sync loop (start/stop/onStatus)', () => {
     await until('synced right away', last, (st) => st.phase === 'idle' && st.lastError === null, 5000);
     expect(await serverCodes(user)).toEqual(['held', 'held-2']);
     await a.client.stop();
+  });
+
+  it('a stale cached token is refreshed once on a 401 and the loop syncs; a provider that throws is authentication_failed (issue 23 item 8)', async () => {
+    const user = 'loop-token';
+    // A cache refreshed only when asked; it goes stale after the open (a key the server does not know).
+    let cached = await signToken(user);
+    const refreshes: boolean[] = [];
+    const getToken: TokenProvider = async (request) => {
+      refreshes.push(request?.refresh ?? false);
+      if (request?.refresh) cached = await signToken(user);
+      return cached;
+    };
+    const db = await openNodeSqlite();
+    await db.exec(LOCAL_APP_SQL);
+    const client = await openClient({ baseUrl: s.url, getToken, db, tables: LOCAL_APP_TABLES, retry: TEST_RETRY, watch: 'long-poll' });
+    cached = await signToken(user, { secret: 'a-key-the-server-does-not-know-0123456789' });
+    const env = controlledEnvironment();
+    const statuses: SyncStatus[] = [];
+    client.onStatus((st) => statuses.push(st));
+    await client.db.run("INSERT INTO kinds (code, label) VALUES ('t1', 'with a refreshed token')");
+    client.start({ userId: user, environment: env.environment, periodicMs: 0 });
+    await until('synced', () => statuses.at(-1) as SyncStatus, (st) => st.phase === 'idle' && st.lastSyncedAt !== null && st.pendingRows === 0);
+    expect(refreshes.filter((r) => r)).toHaveLength(1);
+    expect(statuses.map((st) => st.phase)).not.toContain('needs_attention');
+    expect(await serverCodes(user)).toEqual(['t1']);
+    await client.close();
+
+    // A provider that throws (signed out): typed as the credential's failure, and not retried.
+    let calls = 0;
+    const db2 = await openNodeSqlite();
+    await db2.exec(LOCAL_APP_SQL);
+    const signedOut = openClient({ baseUrl: s.url, getToken: () => { calls++; throw new Error('signed out'); }, db: db2, tables: LOCAL_APP_TABLES, retry: TEST_RETRY });
+    await expect(signedOut).rejects.toMatchObject({ code: 'authentication_failed' });
+    expect(calls).toBe(1);
+    await db2.close();
   });
 
   it('a held rejection needs attention; a discard brings the loop back to idle', async () => {
