@@ -228,14 +228,15 @@ export interface QuarantinedRow {
 /**
  * What the sync loop is doing:
  * - `stopped`: not started, or stopped;
- * - `idle`: up to date as far as it knows, waiting for a write, a wake-up or the next period;
- * - `syncing`: attaching or syncing now;
+ * - `idle`: a sync answered and nothing is pending as far as it knows, waiting for a write, a
+ *   wake-up or the next period (a wake-up whose wait failed syncs, so an outage never shows here);
+ * - `syncing`: attaching or syncing now (also right after `start()`, before the first answer);
  * - `backoff`: the last attempt failed in a way that may pass (offline server, 503, 429): it tries
  *   again at `nextAttemptAt`;
  * - `offline`: the environment reports no network; it tries again when it comes back;
  * - `needs_attention`: the last attempt failed in a way that waiting does not cure (a rejected
- *   bundle held, a refused source, a local schema mismatch): it tries again after the next local
- *   write or `requestSync()`.
+ *   bundle held, a refused source, a local schema mismatch, no user to attach): it tries again
+ *   after the next local write, an `attach()` or `requestSync()`.
  */
 export type SyncPhase = 'stopped' | 'idle' | 'syncing' | 'backoff' | 'offline' | 'needs_attention';
 

@@ -134,7 +134,7 @@ class Client implements SyncClient {
   constructor(private readonly ctx: ClientContext, baseUrl: string) {
     this.coordinator = new Coordinator(ctx);
     const wake = wakeFactory(ctx.config);
-    this.loop = new SyncLoop(this, (onWake, afterNextSync) => wake?.({
+    this.loop = new SyncLoop(this, (onWake, afterNextSync, waitFailed) => wake?.({
       transport: ctx.transport,
       baseUrl,
       getToken: ctx.config.getToken,
@@ -142,6 +142,7 @@ class Client implements SyncClient {
       checkpoint: async () => (await readAttachment(ctx.db)).checkpoint,
       afterNextSync,
       watchMaxWaitSeconds: ctx.limits.watchMaxWaitSeconds,
+      waitFailed,
     }, onWake) ?? null);
     this.db = applicationDb(ctx.db, () => this.loop.localWrite());
   }
