@@ -40,4 +40,5 @@ export {
 } from './errors.js';
 export { SyncHttpError, type RetryPolicy, type TokenProvider } from './transport.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
+export type { WebSocketFactory, WebSocketHandler, WebSocketLike } from './watch-socket.js';
 export type { SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
