@@ -118,7 +118,15 @@ export type AttachResult =
       readonly resolution: 'initialize_local' | 'initialize_empty' | 'remote_authoritative' | 'already_attached';
       readonly hydratedRows: number;
     }
-  | { readonly status: 'retry_later'; readonly retryAfterMs: number };
+  | {
+      readonly status: 'retry_later';
+      readonly retryAfterMs: number;
+      /**
+       * Why: another device is initializing the user's data, or the server does not publish yet a
+       * table or column this app version declares (`server_schema_behind`).
+       */
+      readonly reason?: 'scope_initializing' | 'server_schema_behind';
+    };
 
 export type PushResult =
   | { readonly status: 'nothing_to_push' }

@@ -473,7 +473,7 @@ export class Coordinator {
     const counts = await countDirty(this.db);
     const pending = counts.dirty + counts.frozen > 0 || (await readFrozen(this.db)) !== null;
     const answer = await connect(this.ctx, pending);
-    if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000 };
+    if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000, reason: 'scope_initializing' };
     await this.db.transaction((tx) =>
       attachUser(tx, userId, { rebuildRequired: answer.resolution === 'remote_authoritative', initializationId: answer.initialization_id ?? null }));
     if (answer.resolution === 'initialize_empty') return { status: 'attached', resolution: answer.resolution, hydratedRows: 0 };

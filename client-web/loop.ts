@@ -276,6 +276,9 @@ export class SyncLoop {
     const result = await this.client.attach(userId);
     this.update({ attach: result });
     if (result.status === 'retry_later') {
+      if (result.reason === 'server_schema_behind') {
+        this.update({ lastError: { code: 'server_schema_behind', message: 'the server does not publish yet a table or column this app version declares; waiting for its deploy' } });
+      }
       await this.refresh('backoff');
       this.retryIn(result.retryAfterMs);
       return false;
