@@ -225,7 +225,9 @@ describe('web client: the loop tells the truth through a server outage (issue 23
       const statuses: SyncStatus[] = [];
       d.client.onStatus((st) => statuses.push(st));
       const last = () => statuses.at(-1) as SyncStatus;
-      d.client.start({ userId: user, environment: env.environment, periodicMs: 0, backoff: { baseMs: 30_000, maxMs: 60_000 } });
+      // Attached first: the loop's one sync then leaves nothing scheduled but the watch.
+      await d.client.attach(user);
+      d.client.start({ environment: env.environment, periodicMs: 0, backoff: { baseMs: 30_000, maxMs: 60_000 } });
       await until('synced', last, (st) => st.phase === 'idle' && st.lastSyncedAt !== null);
       proxy.rates = { ...NO_FAULTS, unavailable: 1 };
       const down = await until('the outage shows', last, (st) => st.phase !== 'idle' && st.phase !== 'syncing', 15_000);
