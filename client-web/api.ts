@@ -90,9 +90,13 @@ export interface ClientConfig {
   /** Opens a WebSocket; default the platform's (browsers, Node 22+). Under Node 20 pass the `ws` package's. */
   readonly webSocket?: WebSocketFactory;
   /**
-   * What a push does with a bundle the server rejects (`push_rejected`): `hold` (the default) keeps
-   * it frozen until `quarantineRejected()` or `discardRejected()`; `quarantine` moves the offending
-   * rows (and rows depending on them) into the quarantine at once and pushes the rest.
+   * What a push does with a bundle the server rejects (`push_rejected`, or `payload_too_large` or
+   * `invalid_request` naming a row): `hold` (the default) keeps it frozen until
+   * `quarantineRejected()` or `discardRejected()`; `quarantine` moves the offending row (and rows
+   * depending on it) into the quarantine at once and pushes the rest. Either way a rejection that
+   * names no row of a bundle of several is first narrowed by pushing halves (those that pass
+   * commit), and a row the client cannot encode for the wire at all is quarantined at freeze
+   * (`invalid_local_row`): it could never be pushed, so holding it would hold the device.
    */
   readonly onRejected?: 'hold' | 'quarantine';
   readonly onProgress?: (progress: Progress) => void;

@@ -141,7 +141,9 @@ async function searchedRow(ctx: SyncContext, actor: Actor, pushId: string, messa
             ORDER BY p.row_ordinal DESC LIMIT 1)`
     : sql`NULL::jsonb`;
   const base = JSON.stringify(violation);
-  // COALESCE evaluates the search only when the lookup found nothing.
+  // COALESCE evaluates the search only when the lookup found nothing. Should the search itself
+  // fail (a statement timeout on a huge bundle, a failure that is not the rows'), the rejection
+  // still stands, without a key: a client then narrows it down by pushing halves.
   const [row] = await ctx.db.query<{ found: (Omit<Violation, 'key'> & { key: Record<string, string> }) | null; message: string }>(sql`
     WITH l AS (SELECT ${lookup} AS key),
          f AS (SELECT coalesce((SELECT ${base}::jsonb || jsonb_build_object('key', l.key) FROM l WHERE l.key IS NOT NULL),
@@ -150,7 +152,10 @@ async function searchedRow(ctx: SyncContext, actor: Actor, pushId: string, messa
                       coalesce('the bundle breaks a business constraint: ' || (f.found ->> 'message'), ${message}::text) AS message FROM f)
     SELECT m.found, m.message, sync.note_outcome(${actor.userId}, ${actor.sourceId}, 'rejection', jsonb_build_object('push_id', ${pushId}::text,
              'message', m.message, 'violation', coalesce(m.found, ${base}::jsonb || '{"key": null}'))) AS noted
-      FROM m`);
+      FROM m`).catch((error: unknown) => {
+    logEvent('warn', 'rejected_row_search_failed', { push_id: pushId, code: (error as { code?: unknown }).code ?? null });
+    return [];
+  });
   const found = row?.found;
   if (!found) return { message, violation: { ...violation, key: null } };
   const named: Violation = {
@@ -161,7 +166,7 @@ async function searchedRow(ctx: SyncContext, actor: Actor, pushId: string, messa
     column: found.column ?? null,
     key: found.key,
   };
-  return { message: row.message, violation: named };
+  return { message: row?.message ?? message, violation: named };
 }
 
 /**
