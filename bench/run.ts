@@ -32,6 +32,7 @@ import { roundTripsBenchmark } from './round-trips.js';
 import { liveQueryBenchmark } from './live-query.js';
 import { browserLatencyBenchmark } from './browser-latency.js';
 import { capacityBenchmark } from './capacity.js';
+import { rejectionPathBenchmark } from './rejection-path.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -52,6 +53,8 @@ const BENCHMARKS: readonly Benchmark[] = [
   fairShareBenchmark,
   liveQueryBenchmark,
   browserLatencyBenchmark,
+  // Registers a table of its own by bootstrap: after every benchmark of the usual schema.
+  rejectionPathBenchmark,
   roundTripsBenchmark,
   // Opt-in (minutes of ramp, two servers of its own): `npm run bench -- --only capacity`.
   capacityBenchmark,

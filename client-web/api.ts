@@ -7,12 +7,12 @@ import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type ServerErrorCode, type SyncErrorCode } from './errors.js';
 import { type LiveQuery, type LiveQueryResult } from './live-query.js';
 import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
-import { type Rejection, type Violation } from './state.js';
-import { type RetryPolicy } from './transport.js';
+import { type Rejection, type RejectionCode, type Violation } from './state.js';
+import { type RetryPolicy, type TokenProvider } from './transport.js';
 import { type WebSocketFactory } from './watch-socket.js';
 import { type WakeSourceFactory } from './wake.js';
 
-export type { Rejection, Violation } from './state.js';
+export type { Rejection, RejectionCode, Violation } from './state.js';
 export type { LiveQuery, LiveQueryResult } from './live-query.js';
 
 /** A row as the application stores it locally, by column name. */
@@ -126,8 +126,12 @@ export interface Progress {
 export interface ClientConfig {
   /** Origin of the sync API, e.g. `http://localhost:8787`. */
   readonly baseUrl: string;
-  /** Credential provider; called before every request. */
-  readonly getToken: () => string | Promise<string>;
+  /**
+   * Credential provider; called before every request. After a 401 it is called once more with
+   * `{ refresh: true }` (return a fresh token, not a cached one) and the request is retried; a
+   * provider that throws fails the request with `authentication_failed`.
+   */
+  readonly getToken: TokenProvider;
   /** The local database (see client-web/sqlite). The app's own tables must already exist. */
   readonly db: SqliteDb;
   readonly tables: readonly TableConfig[];
@@ -147,9 +151,13 @@ export interface ClientConfig {
   /** Opens a WebSocket; default the platform's (browsers, Node 22+). Under Node 20 pass the `ws` package's. */
   readonly webSocket?: WebSocketFactory;
   /**
-   * What a push does with a bundle the server rejects (`push_rejected`): `hold` (the default) keeps
-   * it frozen until `quarantineRejected()` or `discardRejected()`; `quarantine` moves the offending
-   * rows (and rows depending on them) into the quarantine at once and pushes the rest.
+   * What a push does with a bundle the server rejects (`push_rejected`, or `payload_too_large` or
+   * `invalid_request` naming a row): `hold` (the default) keeps it frozen until
+   * `quarantineRejected()` or `discardRejected()`; `quarantine` moves the offending row (and rows
+   * depending on it) into the quarantine at once and pushes the rest. Either way a rejection that
+   * names no row of a bundle of several is first narrowed by pushing halves (those that pass
+   * commit), and a row the client cannot encode for the wire at all is quarantined at freeze
+   * (`invalid_local_row`): it could never be pushed, so holding it would hold the device.
    */
   readonly onRejected?: 'hold' | 'quarantine';
   readonly onProgress?: (progress: Progress) => void;
@@ -175,7 +183,15 @@ export type AttachResult =
       readonly resolution: 'initialize_local' | 'initialize_empty' | 'remote_authoritative' | 'already_attached';
       readonly hydratedRows: number;
     }
-  | { readonly status: 'retry_later'; readonly retryAfterMs: number };
+  | {
+      readonly status: 'retry_later';
+      readonly retryAfterMs: number;
+      /**
+       * Why: another device is initializing the user's data, or the server does not publish yet a
+       * table or column this app version declares (`server_schema_behind`).
+       */
+      readonly reason?: 'scope_initializing' | 'server_schema_behind';
+    };
 
 export type PushResult =
   | { readonly status: 'nothing_to_push' }
@@ -268,7 +284,11 @@ export interface QuarantinedRow {
   readonly op: 'INSERT' | 'UPDATE' | 'DELETE';
   /** The refused row's local values by column, or null for a delete. */
   readonly row: Readonly<Record<string, SqlValue>> | null;
-  readonly code: ServerErrorCode;
+  /**
+   * The server's code, or `invalid_local_row` for a row the client could not encode for the wire
+   * (set aside at freeze; `violation.column` names the column, `row` holds the values as written).
+   */
+  readonly code: RejectionCode;
   readonly message: string;
   readonly violation: Violation | null;
   /** Set when this row was moved only because it depends (foreign key) on quarantined row `dependsOn`. */
@@ -281,14 +301,15 @@ export interface QuarantinedRow {
 /**
  * What the sync loop is doing:
  * - `stopped`: not started, or stopped;
- * - `idle`: up to date as far as it knows, waiting for a write, a wake-up or the next period;
- * - `syncing`: attaching or syncing now;
+ * - `idle`: a sync answered and nothing is pending as far as it knows, waiting for a write, a
+ *   wake-up or the next period (a wake-up whose wait failed syncs, so an outage never shows here);
+ * - `syncing`: attaching or syncing now (also right after `start()`, before the first answer);
  * - `backoff`: the last attempt failed in a way that may pass (offline server, 503, 429): it tries
  *   again at `nextAttemptAt`;
  * - `offline`: the environment reports no network; it tries again when it comes back;
  * - `needs_attention`: the last attempt failed in a way that waiting does not cure (a rejected
- *   bundle held, a refused source, a local schema mismatch): it tries again after the next local
- *   write or `requestSync()`.
+ *   bundle held, a refused source, a local schema mismatch, no user to attach): it tries again
+ *   after the next local write, an `attach()` or `requestSync()`.
  */
 export type SyncPhase = 'stopped' | 'idle' | 'syncing' | 'backoff' | 'offline' | 'needs_attention';
 

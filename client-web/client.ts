@@ -31,7 +31,7 @@ import { ClientError, ClientErrorCode } from './errors.js';
 import { installState, installTriggers, recordLocalModel } from './install.js';
 import { installBaseCapture } from './base-rows.js';
 import { dismissConflicts, installConflictLog, readConflicts } from './conflict-log.js';
-import { buildLocalModel } from './local-schema.js';
+import { buildLocalModelAhead, type LocalModel } from './local-schema.js';
 import { applicationDb } from './local-writes.js';
 import { LiveQueries, type LiveQuery, type LiveQueryResult } from './live-query.js';
 import { SyncLoop } from './loop.js';
@@ -46,6 +46,8 @@ import { CapabilitiesResponse } from '../core/protocol/meta.js';
 
 /** How long opening waits for fresh capabilities when a cached copy exists. */
 const CAPABILITIES_TIMEOUT_MS = 3000;
+/** While the server does not publish what the app declares: how soon `attach` says to try again. */
+const SERVER_BEHIND_RETRY_MS = 5000;
 
 /** A new random source id. */
 export function newSourceId(): string {
@@ -78,6 +80,16 @@ async function loadCapabilities(db: SqliteDb, transport: Transport, timeoutMs: n
   }
 }
 
+/**
+ * Capabilities past any cache (`cache-control: no-cache`: the server checks its catalog is current
+ * first), stored like any answer. For an app that declares what the server did not publish.
+ */
+async function freshCapabilities(db: SqliteDb, transport: Transport, options: { retry?: boolean; signal?: AbortSignal } = {}): Promise<CapabilitiesResponse> {
+  const caps = await transport.request('GET', '/sync/capabilities', { schema: CapabilitiesResponse, headers: { 'cache-control': 'no-cache' }, ...options });
+  await db.run('INSERT OR REPLACE INTO _sync_capabilities (id, body) VALUES (1, ?)', [JSON.stringify(caps)]);
+  return caps;
+}
+
 /** A promise chain that runs one task at a time. */
 function mutex(): <T>(task: () => Promise<T>) => Promise<T> {
   let tail: Promise<unknown> = Promise.resolve();
@@ -101,13 +113,33 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
     { baseUrl, getToken: config.getToken, ...(config.retry ? { retry: config.retry } : {}), ...(config.fetch ? { fetch: config.fetch } : {}) },
     () => sourceRef.current,
   );
-  const caps = await loadCapabilities(db, transport, config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS);
-  const model = await buildLocalModel(db, config.tables, caps.registered_table_specs);
+  const timeoutMs = config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS;
+  let caps = await loadCapabilities(db, transport, timeoutMs);
+  let built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs);
+  if (built.ahead.length > 0) {
+    // A new app version, maybe just after the deploy that adds what it declares: ask once, briefly.
+    const fresh = await freshCapabilities(db, transport, { retry: false, signal: AbortSignal.timeout(timeoutMs) }).catch(() => null);
+    if (fresh) {
+      caps = fresh;
+      built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs);
+    }
+  }
+  const ctx = await contextFor(config, db, transport, sourceRef, caps, built.model);
+  const client = new Client(ctx, baseUrl, built.ahead.length > 0 ? built.ahead : null);
+  if (ctx.grown) await client.coordinator.localModelGrew();
+  return client;
+}
+
+/**
+ * Installs the capture triggers of `model`, records its local columns, and answers the context
+ * the steps run on; `grown`: a table gained a column or is managed for the first time.
+ */
+async function contextFor(config: ClientConfig, db: SqliteDb, transport: Transport, sourceRef: { current: string }, caps: CapabilitiesResponse, model: LocalModel): Promise<ClientContext & { readonly grown: boolean }> {
   await installTriggers(db, model);
   await installBaseCapture(db, model);
   await installConflictLog(db);
   const grown = await recordLocalModel(db, model);
-  const ctx: ClientContext = {
+  return {
     db,
     model,
     transport,
@@ -116,10 +148,8 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
     progress: (p) => config.onProgress?.(p),
     sourceRef,
     newSourceId,
+    grown: grown.length > 0,
   };
-  const client = new Client(ctx, baseUrl);
-  if (grown.length > 0) await client.coordinator.localModelGrew();
-  return client;
 }
 
 function wakeFactory(config: ClientConfig): WakeSourceFactory | null {
@@ -131,7 +161,7 @@ function wakeFactory(config: ClientConfig): WakeSourceFactory | null {
 
 class Client implements SyncClient {
   private readonly exclusive = mutex();
-  readonly coordinator: Coordinator;
+  coordinator: Coordinator;
   private readonly loop: SyncLoop;
   private closed = false;
   /** `watch: 'websocket'`: the push-notification socket, opened by the first watch(). */
@@ -139,10 +169,15 @@ class Client implements SyncClient {
   private readonly live: LiveQueries;
   readonly db: SqliteDb;
 
-  constructor(private readonly ctx: ClientContext, baseUrl: string) {
+  /**
+   * @param behind What the app declares that the server does not publish yet (null: nothing):
+   *   until it does, every operation that talks to the server first asks for fresh capabilities
+   *   and waits (`retry_later`, `server_schema_behind`) rather than failing.
+   */
+  constructor(private ctx: ClientContext, baseUrl: string, private behind: readonly string[] | null) {
     this.coordinator = new Coordinator(ctx);
     const wake = wakeFactory(ctx.config);
-    this.loop = new SyncLoop(this, (onWake, afterNextSync) => wake?.({
+    this.loop = new SyncLoop(this, (onWake, afterNextSync, waitFailed) => wake?.({
       transport: ctx.transport,
       baseUrl,
       getToken: ctx.config.getToken,
@@ -150,6 +185,7 @@ class Client implements SyncClient {
       checkpoint: async () => (await readAttachment(ctx.db)).checkpoint,
       afterNextSync,
       watchMaxWaitSeconds: ctx.limits.watchMaxWaitSeconds,
+      waitFailed,
     }, onWake) ?? null);
     this.db = applicationDb(ctx.db, () => this.loop.localWrite());
     this.live = new LiveQueries({
@@ -168,6 +204,35 @@ class Client implements SyncClient {
     return this.exclusive(task);
   }
 
+  /**
+   * Whether the server publishes everything the app declares; while it does not, asks it again
+   * (past its cache) and, once it does, runs on the real model from then on.
+   */
+  private async caughtUp(): Promise<boolean> {
+    if (!this.behind) return true;
+    const caps = await freshCapabilities(this.ctx.db, this.ctx.transport);
+    const built = await buildLocalModelAhead(this.ctx.db, this.ctx.config.tables, caps.registered_table_specs);
+    if (built.ahead.length > 0) {
+      this.behind = built.ahead;
+      return false;
+    }
+    const { grown, ...ctx } = await contextFor(this.ctx.config, this.ctx.db, this.ctx.transport, this.ctx.sourceRef, caps, built.model);
+    this.ctx = ctx;
+    this.coordinator = new Coordinator(ctx);
+    this.behind = null;
+    if (grown) await this.coordinator.localModelGrew();
+    return true;
+  }
+
+  /** Throws the retriable `server_schema_behind` while the server does not publish what the app declares. */
+  private async requireCaughtUp(): Promise<void> {
+    if (await this.caughtUp()) return;
+    const problems = this.behind ?? [];
+    throw new ClientError(ClientErrorCode.serverSchemaBehind,
+      `the server does not publish yet what this app version declares (${problems.join('; ')}); nothing syncs until its deploy has bootstrapped, retried meanwhile`,
+      { problems, retryAfterMs: SERVER_BEHIND_RETRY_MS });
+  }
+
   private async requireAttached(): Promise<string> {
     const { userId } = await readAttachment(this.ctx.db);
     if (!userId) throw new ClientError(ClientErrorCode.notAttached, 'attach a user first');
@@ -176,6 +241,7 @@ class Client implements SyncClient {
 
   attach(userId: string): Promise<AttachResult> {
     return this.run(async () => {
+      if (!(await this.caughtUp())) return { status: 'retry_later', retryAfterMs: SERVER_BEHIND_RETRY_MS, reason: 'server_schema_behind' };
       const result = await this.coordinator.attach(userId);
       if (result.status === 'attached' && result.resolution !== 'already_attached') this.loop.attachmentChanged();
       return result;
@@ -185,6 +251,7 @@ class Client implements SyncClient {
   sync(): Promise<SyncResult> {
     return this.run(async () => {
       await this.requireAttached();
+      await this.requireCaughtUp();
       const report = await this.coordinator.run('sync');
       return { push: report.push, pull: report.pull };
     });
@@ -193,6 +260,7 @@ class Client implements SyncClient {
   pushPending(): Promise<PushResult> {
     return this.run(async () => {
       await this.requireAttached();
+      await this.requireCaughtUp();
       return (await this.coordinator.run('push', { retryRejected: true })).push;
     });
   }
@@ -200,6 +268,7 @@ class Client implements SyncClient {
   pullToStable(): Promise<PullResult> {
     return this.run(async () => {
       await this.requireAttached();
+      await this.requireCaughtUp();
       const report = await this.coordinator.run('pull');
       return report.pull as PullResult;
     });
@@ -208,6 +277,7 @@ class Client implements SyncClient {
   rebuild(options: { rotateSource?: SourceReplacementReason } = {}): Promise<RebuildResult> {
     return this.run(async () => {
       await this.requireAttached();
+      await this.requireCaughtUp();
       const report = await this.coordinator.run('rebuild', options.rotateSource ? { rotate: options.rotateSource } : {});
       return report.rebuild as RebuildResult;
     });
@@ -270,6 +340,8 @@ class Client implements SyncClient {
 
   detach(): Promise<DetachResult> {
     return this.run(async () => {
+      // Detach clears the synced tables: only once it knows which those are.
+      await this.requireCaughtUp();
       const result = await this.coordinator.detach();
       if (result.status === 'detached') this.loop.attachmentChanged();
       return result;

@@ -18,14 +18,14 @@ import { forgetCleanBases, rebaseChangedAgain } from './base-rows.js';
 import { fetchOwnBundle } from './committed-rows.js';
 import { resolveConflicts } from './conflicts.js';
 import { type ClientContext } from './context.js';
-import { ClientError, ClientErrorCode } from './errors.js';
+import { ClientError, ClientErrorCode, type ServerErrorCode } from './errors.js';
 import { replacementReason, type SourceRefusal } from './http-errors.js';
 import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
-import { dropOutbox, freeze, unfreeze, type FreezeLimits } from './outbox.js';
+import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits } from './outbox.js';
 import { pullPage } from './pull.js';
 import { connect, pushBundle } from './push.js';
-import { salvage, type Salvage } from './quarantine.js';
+import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
 import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation } from './rebuild.js';
 import { type SqliteStatements } from './sqlite/port.js';
 import {
@@ -93,6 +93,12 @@ class Run {
   quarantinedRows = 0;
   resolvedWithoutCommit = false;
   rejection: Rejection | null = null;
+  /**
+   * While a rejection that named no row is being narrowed: the rows the last split sent back to
+   * the dirty set (the rest of the refused bundle). The next freeze takes at most that many, so a
+   * half that committed does not make the search start again over every pending row.
+   */
+  splitRest: number | null = null;
   // Pull.
   pulled = false;
   pullTarget: number | undefined;
@@ -111,10 +117,11 @@ class Run {
   }
 
   pushResult(): PushResult {
-    if (this.rejection) return { status: 'rejected', ...this.rejection };
+    // A held rejection is always the server's (the client's own refusals only ever quarantine).
+    if (this.rejection) return { status: 'rejected', ...this.rejection, code: this.rejection.code as ServerErrorCode };
     const quarantined = this.quarantinedRows > 0 ? { quarantinedRows: this.quarantinedRows } : {};
     if (this.committed) return { status: 'committed', ...this.committed, rowCount: this.pushedRows, conflictsResolved: this.conflictsResolved, ...quarantined };
-    if (this.resolvedWithoutCommit) return { status: 'resolved_without_commit', conflictsResolved: this.conflictsResolved, ...quarantined };
+    if (this.resolvedWithoutCommit || this.quarantinedRows > 0) return { status: 'resolved_without_commit', conflictsResolved: this.conflictsResolved, ...quarantined };
     return { status: 'nothing_to_push' };
   }
 }
@@ -218,25 +225,45 @@ export class Coordinator {
     return { maxRows: this.ctx.limits.maxRowsPerBundle, maxBytes: Math.floor(this.ctx.limits.maxBytesPerBundle * FREEZE_BYTES_SHARE) };
   }
 
-  /** Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild. */
-  private async freeze(limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
+  /**
+   * Freezes the dirty set (or answers the frozen bundle); a vanished skipped key requires a rebuild.
+   * Rows that cannot be encoded are quarantined on the way (counted in the run).
+   */
+  private async freeze(run: Run, limits: FreezeLimits = this.freezeLimits(), unfreezeFirst?: FrozenBundle): Promise<FrozenBundle | null> {
     // Nothing dirty and nothing frozen (a device woken by another's commit): no write transaction,
     // which on OPFS costs a flush, for a freeze that would find nothing.
     if (!unfreezeFirst) {
       const [idle] = await this.db.query<{ idle: number }>('SELECT NOT EXISTS (SELECT 1 FROM _sync_dirty) AND NOT EXISTS (SELECT 1 FROM _sync_push_state) AS idle');
       if (Number(idle?.idle) === 1) return null;
     }
-    return this.db.transaction(async (tx) => {
+    const result = await applyTransaction(this.db, this.ctx.model, async (tx) => {
       if (unfreezeFirst) await unfreeze(tx, unfreezeFirst);
-      const result = await freeze(tx, this.ctx.model, limits);
-      if (result.rebuildRequired) await setRebuildRequired(tx, true);
-      return result.frozen;
-    });
+      const frozen = await freeze(tx, this.ctx.model, limits, (t, rows, bad) => setAsideUnencodable(t, this.ctx.model, rows, bad, this.needsRebuild));
+      if (frozen.rebuildRequired) await setRebuildRequired(tx, true);
+      return frozen;
+    }, this.needsRebuild);
+    run.quarantinedRows += result.setAside;
+    return result.frozen;
+  }
+
+  /**
+   * A rejection that names no row of a bundle of several: the bundle shrinks to its first half
+   * (the rest goes back to the dirty set) and is pushed again, until the refused row is alone or
+   * named; halves that pass commit on the way, so no row that would commit is ever held or
+   * dropped with the refused one. Null when the rejection is not about a row (nothing to split).
+   */
+  private async split(frozen: FrozenBundle, rejection: Rejection): Promise<FrozenBundle | null> {
+    if (frozen.rowCount < 2) return null;
+    const rowFault = rejection.code === 'push_rejected' || rejection.code === 'payload_too_large';
+    if (!rowFault) return null;
+    const rows = await readOutbox(this.db, this.ctx.model, frozen);
+    if (offendingRow(rows, rejection) >= 0) return null;
+    return this.db.transaction((tx) => shrinkOutbox(tx, frozen, rows, Math.ceil(rows.length / 2)));
   }
 
   /** One bundle: freeze (or resume) it and push it to an outcome. */
   private async pushPhase(run: Run): Promise<SyncEvent> {
-    const first = await this.freeze();
+    const first = await this.freeze(run, run.splitRest === null ? this.freezeLimits() : { ...this.freezeLimits(), maxRows: run.splitRest });
     if (!first) return { type: 'nothing_to_push', facts: await this.facts() };
     if (first.rejected && !run.options.retryRejected) {
       run.rejection = first.rejected;
@@ -260,6 +287,13 @@ export class Coordinator {
           continue;
         }
         case 'rejected': {
+          const half = await this.split(frozen, attempt.rejection);
+          if (half) {
+            run.splitRest = frozen.rowCount - half.rowCount;
+            frozen = half;
+            continue;
+          }
+          run.splitRest = null;
           const saved: Salvage | null = this.ctx.config.onRejected === 'quarantine' ? await salvage(this.ctx, frozen, attempt.rejection, this.needsRebuild) : null;
           if (!saved) {
             await this.db.transaction((tx) => recordRejection(tx, attempt.rejection));
@@ -292,7 +326,7 @@ export class Coordinator {
             return { type: 'scope_taken' };
           }
           await this.db.transaction((tx) => setInitializationId(tx, answer.initialization_id ?? null));
-          const again = await this.freeze();
+          const again = await this.freeze(run);
           if (!again) return { type: 'nothing_to_push', facts: await this.facts() };
           frozen = again;
           continue;
@@ -301,7 +335,7 @@ export class Coordinator {
           return this.sourceRefused(run, attempt.error);
         case 'too_large': {
           // The server measures the bundle larger than the freeze did: freeze half as many rows.
-          const smaller = await this.freeze({ ...this.freezeLimits(), maxRows: Math.max(1, Math.floor(frozen.rowCount / 2)) }, frozen);
+          const smaller = await this.freeze(run, { ...this.freezeLimits(), maxRows: Math.max(1, Math.floor(frozen.rowCount / 2)) }, frozen);
           if (!smaller) return { type: 'nothing_to_push', facts: await this.facts() };
           frozen = smaller;
           continue;
@@ -473,7 +507,7 @@ export class Coordinator {
     const counts = await countDirty(this.db);
     const pending = counts.dirty + counts.frozen > 0 || (await readFrozen(this.db)) !== null;
     const answer = await connect(this.ctx, pending);
-    if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000 };
+    if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000, reason: 'scope_initializing' };
     await this.db.transaction((tx) =>
       attachUser(tx, userId, { rebuildRequired: answer.resolution === 'remote_authoritative', initializationId: answer.initialization_id ?? null }));
     this.ceilingReachedFor = null;

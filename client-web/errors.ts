@@ -36,6 +36,12 @@ export type TransportErrorCode = (typeof TransportErrorCode)[keyof typeof Transp
 export const ClientErrorCode = {
   /** A local table does not match the server's registered table spec (or is missing). */
   localSchemaMismatch: 'local_schema_mismatch',
+  /**
+   * The app declares a table or column the server does not publish yet (a new app version before
+   * the deploy that adds it has bootstrapped): nothing syncs until it does; retried, never fatal.
+   * `details.problems` names what is missing.
+   */
+  serverSchemaBehind: 'server_schema_behind',
   /** The call needs an attached user. */
   notAttached: 'not_attached',
   /** The database is attached to another user; detach first. */
@@ -102,6 +108,7 @@ const RETRIABLE: ReadonlySet<SyncErrorCode> = new Set<SyncErrorCode>([
   'snapshot_session_not_found',
   'scope_initializing',
   'push_not_converging',
+  'server_schema_behind',
 ]);
 
 /** Whether a failure with this code may go away by itself. */

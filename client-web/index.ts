@@ -42,7 +42,8 @@ export {
   type ServerErrorCode,
   type SyncErrorCode,
 } from './errors.js';
-export { SyncHttpError, type RetryPolicy } from './transport.js';
+export { SyncHttpError, type RetryPolicy, type TokenProvider } from './transport.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
 export type { CommitListener, SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
 export { LiveQueries, rowContentKey, type LiveSource } from './live-query.js';
+export type { WebSocketFactory, WebSocketHandler, WebSocketLike } from './watch-socket.js';

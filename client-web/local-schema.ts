@@ -94,12 +94,43 @@ function compatible(category: WireCategory, shape: ValueShape, affinity: Affinit
   }
 }
 
+/** The codec of a local column the server does not publish yet: never encoded (see LocalModelAhead). */
+function provisional(column: LocalColumn): ColumnCodec {
+  return { name: column.name, category: 'other', shape: 'opaque', affinity: affinityOf(column.type), untyped: column.type === '' };
+}
+
+/**
+ * The model of an app ahead of the server: its local tables declare a table or column the server's
+ * capabilities do not publish yet (a new app version opened before, or just after, the deploy that
+ * adds them). The model covers every local table and column — what is ahead has provisional
+ * codecs — so capture and the record of local columns work while the client waits; nothing is
+ * pushed or pulled until the server publishes them (client.ts). `ahead` names what is missing.
+ */
+export interface LocalModelAhead {
+  readonly model: LocalModel;
+  readonly ahead: readonly string[];
+}
+
 /**
  * Reads the configured local tables and checks them against the server's specs. Throws
  * `local_schema_mismatch` naming every problem; answers the model the client runs on.
  */
 export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModel> {
+  const built = await buildLocalModelAhead(db, configs, specs);
+  if (built.ahead.length > 0) {
+    throw new ClientError(ClientErrorCode.localSchemaMismatch, `local tables do not match the server: ${built.ahead.join('; ')}`, { problems: built.ahead });
+  }
+  return built.model;
+}
+
+/**
+ * buildLocalModel, except that tables and columns the server does not publish (yet) are no
+ * mismatch: they are answered in `ahead`, with a provisional model. Every other problem throws
+ * `local_schema_mismatch`, naming those and the ones ahead.
+ */
+export async function buildLocalModelAhead(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModelAhead> {
   const problems: string[] = [];
+  const ahead: string[] = [];
   const specByName = new Map(specs.map((s) => [`${s.schema}.${s.table}`, s]));
   const models: Omit<TableModel, 'order'>[] = [];
   const locals = new Map<string, LocalTable>();
@@ -107,11 +138,19 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
     const wireName = `${config.schema}.${config.table}`;
     const localName = config.local ?? config.table;
     const spec = specByName.get(wireName);
+    const local = await readLocalTable(db, localName);
     if (!spec) {
-      problems.push(`${wireName}: the server does not register this table`);
+      ahead.push(`${wireName}: the server does not register this table`);
+      // Captured meanwhile under its local primary key, so nothing written waits uncaptured.
+      const pk = local?.columns.filter((c) => c.pk > 0) ?? [];
+      if (local && pk.length === 1) {
+        locals.set(localName, local);
+        const columns = local.columns.map(provisional);
+        const key = columns.find((c) => c.name === pk[0]?.name) as ColumnCodec;
+        models.push({ schema: config.schema, table: config.table, wireName, local: localName, key: { ...key, kind: 'text' }, columns, ...(config.resolver ? { resolver: config.resolver } : {}) });
+      }
       continue;
     }
-    const local = await readLocalTable(db, localName);
     if (!local) {
       problems.push(`${wireName}: local table ${localName} does not exist`);
       continue;
@@ -127,7 +166,8 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
     for (const column of local.columns) {
       const server = serverColumns.get(column.name);
       if (!server) {
-        problems.push(`${localName}.${column.name}: the server table ${wireName} has no such column`);
+        ahead.push(`${localName}.${column.name}: the server table ${wireName} has no such column`);
+        columns.push(provisional(column));
         continue;
       }
       const codec: ColumnCodec = { name: column.name, ...classify(server.type), affinity: affinityOf(column.type), untyped: column.type === '' };
@@ -164,14 +204,18 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
     }
   }
   if (problems.length > 0) {
-    throw new ClientError(ClientErrorCode.localSchemaMismatch, `local tables do not match the server: ${problems.join('; ')}`, { problems });
+    const all = [...ahead, ...problems];
+    throw new ClientError(ClientErrorCode.localSchemaMismatch, `local tables do not match the server: ${all.join('; ')}`, { problems: all });
   }
   const order = parentFirst([...locals.values()]);
   const tables = models.map((m) => ({ ...m, order: order.get(m.local) ?? 0 })).sort((a, b) => a.order - b.order);
   return {
-    tables,
-    byLocal: new Map(tables.map((t) => [t.local, t])),
-    byWire: new Map(tables.map((t) => [t.wireName, t])),
+    model: {
+      tables,
+      byLocal: new Map(tables.map((t) => [t.local, t])),
+      byWire: new Map(tables.map((t) => [t.wireName, t])),
+    },
+    ahead,
   };
 }
 

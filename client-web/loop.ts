@@ -11,7 +11,10 @@
  * One sync at a time: a trigger during a sync runs one more after it. While the environment
  * reports no network the loop rests (`offline`) and the wake source is stopped; `online` resets
  * the backoff and syncs at once. The wake source (wake.ts) runs while the loop runs, the device is
- * attached and the network is up.
+ * attached and the network is up; when one of its waits fails, the loop syncs, so a server
+ * outage shows as `backoff` with its error even when nothing is pending. The status is never
+ * `idle` before a sync answered: `start()` reports `syncing` (or `offline`), and a device
+ * without a user to attach `needs_attention` (`not_attached`).
  */
 import { type AttachResult, type LoopEnvironment, type PendingStatus, type RebuildResult, type StartOptions, type SyncPhase, type SyncResult, type SyncStatus } from './api.js';
 import { errorCodeOf, isRetriableCode, type SyncErrorCode } from './errors.js';
@@ -25,8 +28,11 @@ export interface LoopClient {
   rebuild(): Promise<RebuildResult>;
 }
 
-/** Starts the configured wake source (null when watch mode is off); `afterNextSync` is the loop's. */
-export type StartWakeSource = (wake: () => void, afterNextSync: () => Promise<void>) => WakeSource | null;
+/**
+ * Starts the configured wake source (null when watch mode is off); `afterNextSync` and
+ * `waitFailed` are the loop's.
+ */
+export type StartWakeSource = (wake: () => void, afterNextSync: () => Promise<void>, waitFailed: (error: unknown) => void) => WakeSource | null;
 
 /**
  * The debounce only gathers writes that come in a burst (one handler's several statements): a sync
@@ -146,7 +152,8 @@ export class SyncLoop {
     ];
     const periodicMs = options.periodicMs ?? DEFAULTS.periodicMs;
     if (periodicMs > 0) this.periodic = setInterval(() => this.current.phase === 'idle' && this.schedule(0), periodicMs);
-    this.update({ phase: 'idle', conflictsResolved: 0 });
+    // A cycle is due at once: until it answers nothing is known, so the status is not `idle`.
+    this.update({ phase: env.isOnline() ? 'syncing' : 'offline', conflictsResolved: 0 });
     this.schedule(0);
   }
 
@@ -260,13 +267,18 @@ export class SyncLoop {
     if (status.attachedUserId !== null) return true;
     const userId = this.options.userId;
     if (!userId) {
-      // Nothing to sync without a user: the app attaches (or passes userId to start).
-      await this.refresh('idle');
+      // Nothing syncs without a user, and waiting does not bring one: the app attaches (or
+      // passes userId to start), which runs the loop again.
+      this.update({ lastError: { code: 'not_attached', message: 'no user is attached: call attach(userId) or pass userId to start()' } });
+      await this.refresh('needs_attention');
       return false;
     }
     const result = await this.client.attach(userId);
     this.update({ attach: result });
     if (result.status === 'retry_later') {
+      if (result.reason === 'server_schema_behind') {
+        this.update({ lastError: { code: 'server_schema_behind', message: 'the server does not publish yet a table or column this app version declares; waiting for its deploy' } });
+      }
       await this.refresh('backoff');
       this.retryIn(result.retryAfterMs);
       return false;
@@ -308,8 +320,11 @@ export class SyncLoop {
 
   private ensureWakeSource(): void {
     if (this.wakeSource || !this.running || !this.env.isOnline()) return;
-    // A wake-up never cuts a backoff short (the source stops during one anyway).
-    this.wakeSource = this.startWakeSource(() => this.schedule(0), this.afterNextSync);
+    // A wake-up never cuts a backoff short (the source stops during one anyway). A failed wait
+    // while idle syncs: the watch alone cannot tell an outage from a quiet server, a sync can.
+    this.wakeSource = this.startWakeSource(() => this.schedule(0), this.afterNextSync, () => {
+      if (this.current.phase === 'idle') this.schedule(0);
+    });
   }
 
   private stopWakeSource(): void {

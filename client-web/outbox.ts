@@ -10,6 +10,7 @@
  */
 import canonicalize from 'canonicalize';
 import { keyToWire, toWire } from './codec.js';
+import { ClientError, ClientErrorCode } from './errors.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { columnsToRefresh } from './install.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
@@ -59,6 +60,66 @@ export function rowToPayload(table: TableModel, row: Record<string, SqlValue>, o
   return payload;
 }
 
+/** Why a local row cannot go on the wire: the first column whose value the codec refuses. */
+export interface EncodingFailure {
+  readonly column: string;
+  readonly message: string;
+}
+
+function encodingFailure(column: string, error: unknown): EncodingFailure {
+  if (error instanceof ClientError && error.code === ClientErrorCode.invalidLocalRow) return { column, message: error.message };
+  throw error;
+}
+
+/** rowToPayload, or the column it cannot encode (the codec's `invalid_local_row`). */
+export function encodeRow(table: TableModel, row: Record<string, SqlValue>, omit: readonly string[]): { readonly payload: Record<string, unknown> } | EncodingFailure {
+  const payload: Record<string, unknown> = {};
+  for (const column of table.columns) {
+    if (omit.includes(column.name)) continue;
+    try {
+      payload[column.name] = toWire(column, row[column.name] ?? null);
+    } catch (error) {
+      return encodingFailure(column.name, error);
+    }
+  }
+  return { payload };
+}
+
+/**
+ * The wire text of a local key, or the failure when the key cannot be encoded (a row written
+ * before the key guards existed); `text` is then a readable stand-in for the quarantine.
+ */
+export function encodeKey(table: TableModel, keyLocal: SqlValue): { readonly keyWire: string; readonly failure: EncodingFailure | null } {
+  try {
+    return { keyWire: keyToWire(table.key, keyLocal), failure: null };
+  } catch (error) {
+    const text = keyLocal instanceof Uint8Array ? `x'${Array.from(keyLocal, (b) => b.toString(16).padStart(2, '0')).join('')}'` : String(keyLocal);
+    return { keyWire: text, failure: encodingFailure(table.key.name, error) };
+  }
+}
+
+/**
+ * A dirty row the client cannot encode for the wire: a value that slipped past the checks at the
+ * write (written before they existed, or through a handle without them). The freeze sets it
+ * aside (quarantine.ts) instead of failing the whole device: it can never be pushed as it is.
+ */
+export interface Unencodable {
+  readonly table: TableModel;
+  readonly keyLocal: SqlValue;
+  readonly keyWire: string;
+  readonly op: WireOp;
+  readonly base: number;
+  /** The local row as SQLite holds it (null for a delete whose key cannot be encoded). */
+  readonly values: Record<string, SqlValue> | null;
+  readonly failure: EncodingFailure;
+}
+
+/**
+ * Moves unencodable rows (and what depends on them) out of a freeze, answering the rows that
+ * remain; runs in the freeze's transaction.
+ */
+export type SetAside = (tx: SqliteStatements, rows: readonly OutboxRow[], unencodable: readonly Unencodable[]) => Promise<readonly OutboxRow[]>;
+
 function wireRow(table: TableModel, keyWire: string, op: WireOp, base: number, payload: Record<string, unknown> | null): PushedWireRow {
   return { schema: table.schema, table: table.table, key: { [table.key.name]: keyWire }, op, base_row_version: base, payload };
 }
@@ -81,20 +142,24 @@ export interface FreezeResult {
    * rebuild brings that row back. The caller records it in the same transaction.
    */
   readonly rebuildRequired: boolean;
+  /** Rows set aside because they cannot be encoded (with the rows depending on them). */
+  readonly setAside: number;
 }
 
 /**
  * Freezes the dirty set into `_sync_outbox_<n>` (inside the caller's transaction) and answers the
  * frozen bundle, or the one already frozen, or null when nothing needs pushing. The first row is
  * always taken, whatever its size: a row over the byte budget left behind would never be pushed
- * (the server takes it, or refuses it with a reason the app can see).
+ * (the server takes it, or refuses it with a reason the app can see). A row the client cannot
+ * encode never blocks the others: `setAside` moves it into the quarantine (docs/protocol.md §11).
  */
-export async function freeze(tx: SqliteStatements, model: LocalModel, limits: FreezeLimits): Promise<FreezeResult> {
+export async function freeze(tx: SqliteStatements, model: LocalModel, limits: FreezeLimits, setAside: SetAside): Promise<FreezeResult> {
   const existing = await readFrozen(tx);
-  if (existing) return { frozen: existing, rebuildRequired: false };
+  if (existing) return { frozen: existing, rebuildRequired: false, setAside: 0 };
   const source = await readSource(tx);
   const attachment = await readAttachment(tx);
-  const rows: OutboxRow[] = [];
+  let rows: OutboxRow[] = [];
+  const unencodable: Unencodable[] = [];
   const vanished: [string, SqlValue][] = [];
   let bytes = 0;
   outer: for (const table of model.tables) {
@@ -111,16 +176,20 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
       const version = r['__v'] === null || r['__v'] === undefined ? 0 : Number(r['__v']);
       const tombstone = r['__d'] === 1;
       const known = version > 0 && !tombstone;
-      const keyWire = keyToWire(table.key, keyLocal);
-      let row: PushedWireRow;
-      if (r['__e'] === 1) {
-        row = wireRow(table, keyWire, known ? 'UPDATE' : 'INSERT', version, rowToPayload(table, r, omit));
-      } else if (known) {
-        row = wireRow(table, keyWire, 'DELETE', version, null);
-      } else {
+      const exists = r['__e'] === 1;
+      if (!exists && !known) {
         vanished.push([table.local, keyLocal]);
         continue;
       }
+      const op: WireOp = exists ? (known ? 'UPDATE' : 'INSERT') : 'DELETE';
+      const { keyWire, failure: keyFailure } = encodeKey(table, keyLocal);
+      const values = exists ? Object.fromEntries(table.columns.map((c) => [c.name, r[c.name] ?? null])) : null;
+      const encoded = exists ? encodeRow(table, r, omit) : { payload: null };
+      if (keyFailure || 'column' in encoded) {
+        unencodable.push({ table, keyLocal, keyWire, op, base: version, values, failure: keyFailure ?? (encoded as EncodingFailure) });
+        continue;
+      }
+      const row = wireRow(table, keyWire, op, version, encoded.payload);
       const size = JSON.stringify(row).length;
       if (rows.length > 0 && (rows.length + 1 > limits.maxRows || bytes + size > limits.maxBytes)) break outer;
       bytes += size;
@@ -129,12 +198,20 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
   }
   await tx.runMany('DELETE FROM _sync_dirty WHERE tbl = ? AND key = ?', vanished);
   let rebuildRequired = false;
-  for (const [tbl, key] of vanished) {
+  // A set-aside key that a pull kept a newer server row out of needs that row back, like a vanished one.
+  for (const [tbl, key] of [...vanished, ...unencodable.map((u): [string, SqlValue] => [u.table.local, u.keyLocal])]) {
     const [skipped] = await tx.query('SELECT 1 AS s FROM _sync_skipped WHERE tbl = ? AND key = ?', [tbl, key]);
     if (skipped) rebuildRequired = true;
   }
-  await tx.runMany('DELETE FROM _sync_skipped WHERE tbl = ? AND key = ?', [...vanished, ...rows.map((r): [string, SqlValue] => [r.table.local, r.keyLocal])]);
-  if (rows.length === 0) return { frozen: null, rebuildRequired };
+  const before = rows.length;
+  if (unencodable.length > 0) rows = [...(await setAside(tx, rows, unencodable))];
+  const setAsideRows = unencodable.length + before - rows.length;
+  await tx.runMany('DELETE FROM _sync_skipped WHERE tbl = ? AND key = ?', [
+    ...vanished,
+    ...unencodable.map((u): [string, SqlValue] => [u.table.local, u.keyLocal]),
+    ...rows.map((r): [string, SqlValue] => [r.table.local, r.keyLocal]),
+  ]);
+  if (rows.length === 0) return { frozen: null, rebuildRequired, setAside: setAsideRows };
   const outboxTable = `_sync_outbox_${source.nextSourceBundleId}`;
   await tx.exec(`DROP TABLE IF EXISTS ${qi(outboxTable)}; ${OUTBOX_DDL(outboxTable)}`);
   await writeOutboxRows(tx, outboxTable, rows);
@@ -149,7 +226,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
     rejected: null,
   };
   await recordFrozen(tx, frozen);
-  return { frozen, rebuildRequired };
+  return { frozen, rebuildRequired, setAside: setAsideRows };
 }
 
 async function writeOutboxRows(tx: SqliteStatements, outboxTable: string, rows: readonly OutboxRow[]): Promise<void> {
@@ -184,6 +261,18 @@ export async function rewriteOutbox(tx: SqliteStatements, frozen: FrozenBundle, 
   const hash = await requestHash(rows.map((r) => r.wire));
   await updateFrozen(tx, rows.length, hash);
   return { ...frozen, rowCount: rows.length, requestHash: hash, rejected: null };
+}
+
+/**
+ * Keeps only the first `keep` rows of the frozen bundle (same source tuple: a refused bundle
+ * consumed nothing) and returns the others to the dirty set, where the next freeze takes them.
+ * The way out of a rejection that names no row: halves are pushed until the refused row is alone.
+ */
+export async function shrinkOutbox(tx: SqliteStatements, frozen: FrozenBundle, rows: readonly OutboxRow[], keep: number): Promise<FrozenBundle> {
+  const kept = await rewriteOutbox(tx, frozen, rows.slice(0, keep));
+  if (!kept) throw new Error('lockstep: a shrunk bundle keeps at least one row');
+  await tx.runMany('UPDATE _sync_dirty SET state = 0 WHERE tbl = ? AND key = ?', rows.slice(keep).map((r) => [r.table.local, r.keyLocal]));
+  return kept;
 }
 
 /** Forgets the frozen bundle: its table, its state row, and the frozen marks of its keys. */

@@ -8,6 +8,7 @@
  *     │ scope refusals ────────▶ scope_refused      (connect again)
  *     │ source refusals ───────▶ source_refused     (§10.5, recovery is explicit)
  *     │ payload_too_large ─────▶ too_large          (freeze fewer rows), or rejected for one row
+ *               a one-row chunk over the request limit ─▶ rejected, naming that row
  *     │ invalid_request ───────▶ rejected
  *               chunk out of order ─▶ resume at the server's ordinal
  *                         push_conflict ─▶ conflicts          (resolve, rewrite, push again)
@@ -26,7 +27,7 @@ import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode, isServerErrorCode } from './errors.js';
 import { isCode, SCOPE_REFUSALS, SOURCE_REFUSALS } from './http-errors.js';
 import { readOutbox, type OutboxRow } from './outbox.js';
-import { readAttachment, type FrozenBundle, type Rejection, type Violation } from './state.js';
+import { readAttachment, ROW_TOO_LARGE, type FrozenBundle, type Rejection, type Violation } from './state.js';
 import type { SyncHttpError } from './transport.js';
 
 /** Sessions one push attempt starts at most (lost commit answers, expired sessions). */
@@ -61,6 +62,22 @@ export function rejectionOf(error: SyncHttpError): Rejection {
   return { code, message: error.message, violation, ...(details !== undefined ? { details } : {}) };
 }
 
+/** A row the server refused as too large by itself (a one-row chunk over its request limit). */
+class RowTooLarge extends Error {
+  constructor(readonly error: SyncHttpError, readonly row: OutboxRow) {
+    super(error.message);
+  }
+
+  rejection(): Rejection {
+    const { table, keyWire } = this.row;
+    return {
+      code: 'payload_too_large',
+      message: `row ${table.wireName} ${keyWire} is larger than the server accepts in one request: ${this.error.message}`,
+      violation: { sqlstate: ROW_TOO_LARGE, constraint: null, schema: table.schema, table: table.table, column: null, key: { [table.key.name]: keyWire } },
+    };
+  }
+}
+
 /** Uploads rows from `start` on; answers when the server holds all of them. */
 async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxRow[], start: number): Promise<void> {
   const budget = Math.floor(ctx.limits.maxRequestBytes * REQUEST_BYTES_SHARE);
@@ -91,6 +108,9 @@ async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxR
         chunkRows = Math.max(1, Math.floor(chunk.length / 2));
         continue;
       }
+      // One row alone is over the request limit: it can never be pushed. Named, so it is set
+      // aside by itself and the rows beside it still commit.
+      if (isCode(error, 'payload_too_large')) throw new RowTooLarge(error, rows[next] as OutboxRow);
       throw error;
     }
     ctx.progress({ phase: 'push', rowsDone: next, rowsTotal: rows.length });
@@ -129,6 +149,7 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
         const committed = await ctx.transport.request('POST', `/sync/push-sessions/${created.push_id}/commit`, { body: {}, schema: CommitResponse });
         return { kind: 'committed', bundle: committed, alreadyCommitted: false };
       } catch (error) {
+        if (error instanceof RowTooLarge) return { kind: 'rejected', rejection: error.rejection() };
         if (isCode(error, 'push_incomplete') && typeof error.body['next_expected_row_ordinal'] === 'number') {
           start = error.body['next_expected_row_ordinal'];
           continue;

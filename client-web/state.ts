@@ -36,6 +36,12 @@ export interface SourceState {
   readonly rotationReason: SourceReplacementReason | null;
 }
 
+/**
+ * The SQLSTATE of a row too large to push: the server's for a row no response could carry
+ * (LS413), the client's for a row no request can (a one-row chunk refused with 413).
+ */
+export const ROW_TOO_LARGE = 'LS413';
+
 /** The constraint a rejected bundle broke, as the server names it (`push_rejected`). */
 export interface Violation {
   readonly sqlstate: string;
@@ -47,9 +53,18 @@ export interface Violation {
   readonly key: Readonly<Record<string, string>> | null;
 }
 
-/** The server's refusal of a frozen bundle (`push_rejected`, or a row the server cannot take). */
+/**
+ * Why a row or bundle was refused: the server's code, or `invalid_local_row` for a row the client
+ * could not encode for the wire (set aside at freeze).
+ */
+export type RejectionCode = ServerErrorCode | 'invalid_local_row';
+
+/**
+ * The server's refusal of a frozen bundle (`push_rejected`, or a row the server cannot take), or
+ * the client's own refusal of a row it cannot encode (`invalid_local_row`, quarantine only).
+ */
 export interface Rejection {
-  readonly code: ServerErrorCode;
+  readonly code: RejectionCode;
   readonly message: string;
   readonly violation: Violation | null;
   /** The server's `details` (row problems of an `invalid_request`), when it sent any. */

@@ -20,11 +20,18 @@ export interface RetryPolicy {
 
 export const defaultRetryPolicy: RetryPolicy = Object.freeze({ maxAttempts: 6, baseDelayMs: 200, maxDelayMs: 10_000 });
 
+/**
+ * The app's credential provider, called before every request. After the server refused the token
+ * it gave (401), it is called once more with `{ refresh: true }`: a provider that caches tokens
+ * returns a fresh one then, and the request is tried again with it. A provider that throws fails
+ * the request with `authentication_failed`.
+ */
+export type TokenProvider = (request?: { readonly refresh: boolean }) => string | Promise<string>;
+
 export interface TransportConfig {
   /** Origin of the sync API, e.g. `https://api.example.com` (no trailing slash). */
   readonly baseUrl: string;
-  /** The app's credential provider; called before every request, so it may refresh tokens. */
-  readonly getToken: () => string | Promise<string>;
+  readonly getToken: TokenProvider;
   readonly retry?: RetryPolicy;
   readonly fetch?: typeof fetch;
   /** Random source for jitter, injectable for tests. */
@@ -42,6 +49,8 @@ export class SyncHttpError extends Error {
     message: string,
     readonly body: Record<string, unknown> = {},
     readonly retryAfterMs?: number,
+    /** The app's token provider failed (no request was sent). */
+    readonly fromProvider = false,
   ) {
     super(message);
   }
@@ -75,6 +84,8 @@ export interface RequestOptions<T> {
   readonly schema?: z.ZodMiniType<T>;
   readonly retry?: boolean;
   readonly signal?: AbortSignal;
+  /** Extra request headers (`cache-control: no-cache` asks for a fresh answer). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 function abortedError(): SyncHttpError {
@@ -103,24 +114,41 @@ export class Transport {
 
   async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions<T> = {}): Promise<T> {
     const retry = options.retry ?? true;
+    // A refused token is refreshed once per request (a second 401 is the answer).
+    let refresh = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.once(method, path, options);
+        return await this.once(method, path, options, refresh);
       } catch (error) {
         const e = error instanceof SyncHttpError ? error : new SyncHttpError('network_error', 0, String(error));
         if (options.signal?.aborted) throw abortedError();
+        if (e.status === 401 && e.code === 'authentication_failed' && !refresh && !e.fromProvider) {
+          refresh = true;
+          attempt--;
+          continue;
+        }
         if (!retry || !e.retriable || attempt >= this.policy.maxAttempts) throw e;
         await this.sleep(backoffDelayMs(this.policy, attempt, this.random, e.retryAfterMs));
       }
     }
   }
 
-  private async once<T>(method: string, path: string, options: RequestOptions<T>): Promise<T> {
+  /** The bearer token; a provider that throws is the credential's failure, not the network's. */
+  private async token(refresh: boolean): Promise<string> {
+    try {
+      return await (refresh ? this.config.getToken({ refresh: true }) : this.config.getToken());
+    } catch (error) {
+      throw new SyncHttpError('authentication_failed', 401, `the token provider failed: ${error instanceof Error ? error.message : String(error)}`, {}, undefined, true);
+    }
+  }
+
+  private async once<T>(method: string, path: string, options: RequestOptions<T>, refresh: boolean): Promise<T> {
     const url = new URL(this.config.baseUrl + path);
     for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = {
-      authorization: `Bearer ${await this.config.getToken()}`,
+      authorization: `Bearer ${await this.token(refresh)}`,
       'sync-source-id': this.sourceId(),
+      ...options.headers,
     };
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     let response: Response;

@@ -9,7 +9,7 @@
  * client's config.
  */
 import { WatchResponse } from '../core/protocol/read-path.js';
-import { type Transport } from './transport.js';
+import { type TokenProvider, type Transport } from './transport.js';
 import { defaultSocketUrl, platformWebSocket, SocketWatch, type WebSocketFactory } from './watch-socket.js';
 
 /** What a wake source may use. */
@@ -18,7 +18,7 @@ export interface WakeSourceContext {
   readonly transport: Transport;
   /** Origin of the sync API, for sources that open their own connection. */
   readonly baseUrl: string;
-  readonly getToken: () => string | Promise<string>;
+  readonly getToken: TokenProvider;
   /** This device's current source id. */
   readonly sourceId: () => string;
   /** The read checkpoint now. */
@@ -27,6 +27,12 @@ export interface WakeSourceContext {
   readonly afterNextSync: () => Promise<void>;
   /** The server's longest long-poll wait. */
   readonly watchMaxWaitSeconds: number;
+  /**
+   * A wait failed, so the source cannot tell whether anything changed: the loop syncs to find
+   * out, and that sync's outcome is what its status shows (an outage is `backoff` with the error,
+   * never `idle`).
+   */
+  readonly waitFailed: (error: unknown) => void;
 }
 
 /** A running wake source. */
@@ -60,7 +66,8 @@ function longPollOnce(context: WakeSourceContext): WaitOnce {
 /**
  * Waits in a loop, one wait at a time. After a wake-up it waits for the loop's sync before it
  * waits again: until then the checkpoint has not moved, and the server would answer `changed` at
- * once. A failed wait pauses, doubling from 1 s up to 30 s, reset by an answer.
+ * once. A failed wait is reported (`waitFailed`: the loop syncs to learn the truth) and pauses,
+ * doubling from 1 s up to 30 s, reset by an answer.
  */
 function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) => void, waitOnce: WaitOnce, onStop?: () => void): WakeSource {
   const abort = new AbortController();
@@ -80,9 +87,10 @@ function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) =>
           wake(answer.latestBundleSeq);
           await synced;
         }
-      } catch {
+      } catch (error) {
         if (abort.signal.aborted) return;
         failures++;
+        context.waitFailed(error);
         await pause(Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (failures - 1)));
       }
     }

@@ -16,24 +16,36 @@
 import { WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, ChangedMessage } from '../core/protocol/notify.js';
 import { type WatchResult } from './api.js';
 import { type ClientContext } from './context.js';
+import { type TokenProvider } from './transport.js';
+
+/**
+ * A socket event handler, compared bivariantly in its parameter (as methods are): the browser's
+ * `WebSocket` declares `(this: WebSocket, ev: MessageEvent) => any` and the `ws` package's
+ * `(event: WebSocket.MessageEvent) => void`, and both must fit the little the client reads.
+ */
+export type WebSocketHandler<E> = { bivarianceHack(event: E): void }['bivarianceHack'];
 
 /** What the client needs of a WebSocket; the browser's and the `ws` package's both fit. */
 export interface WebSocketLike {
   readonly readyState: number;
-  onopen: ((event: unknown) => void) | null;
-  onmessage: ((event: { data: unknown }) => void) | null;
-  onclose: ((event: unknown) => void) | null;
-  onerror: ((event: unknown) => void) | null;
+  onopen: WebSocketHandler<unknown> | null;
+  onmessage: WebSocketHandler<{ readonly data: unknown }> | null;
+  onclose: WebSocketHandler<unknown> | null;
+  onerror: WebSocketHandler<unknown> | null;
   send(data: string): void;
   close(): void;
 }
 
+/**
+ * Opens a WebSocket (`webSocket` in the client's config): `(url) => new WebSocket(url)` with the
+ * platform's `WebSocket` or the `ws` package's.
+ */
 export type WebSocketFactory = (url: string) => WebSocketLike;
 
 export interface SocketWatchOptions {
   /** `ws(s)://host/sync/ws` locally, or the WebSocket API's `wss://…/{stage}` in AWS. */
   readonly url: string;
-  readonly getToken: () => string | Promise<string>;
+  readonly getToken: TokenProvider;
   readonly sourceId: () => string;
   readonly connect: WebSocketFactory;
   readonly pingIntervalMs?: number;

@@ -13,7 +13,10 @@ export const routes: readonly Route[] = [
     method: 'GET',
     path: '/sync/capabilities',
     auth: true,
-    run: async (_req, ctx) => {
+    run: async (req, ctx) => {
+      // A client whose app declares what the server does not publish yet asks past the cache:
+      // bootstrap may have just added it (one cheap read, and a reload only when it did).
+      if (/no-cache|max-age=0/.test(req.headers['cache-control'] ?? '')) await ctx.runtime.refreshCatalog(ctx.db);
       const { catalog, limits } = await ctx.sync();
       return { status: 200, body: capabilities(catalog, limits, ctx.runtime.config.appName) };
     },

@@ -1,6 +1,6 @@
 /** Lambda: push sessions (create, chunks, commit, delete) and committed-bundle replay pages. */
 import { ChunkRequest, PushSessionCreateRequest } from '../core/protocol/index.js';
-import { commitPush, committedBundleRows, createPushSession, deletePushSession, uploadChunk } from '../core/sync/index.js';
+import { commitPush, committedBundleRows, createPushSession, deletePushSession, namesUnknownSchema, uploadChunk } from '../core/sync/index.js';
 import { createHandler, type Route } from './edge/handler.js';
 import { parseBody, pathInt, pathUuid, queryInt } from './edge/request.js';
 
@@ -15,10 +15,17 @@ export const routes: readonly Route[] = [
     method: 'POST',
     path: '/sync/push-sessions/{push_id}/chunks',
     auth: true,
-    run: async (req, ctx) => ({
-      status: 200,
-      body: await uploadChunk(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'), parseBody(req, ChunkRequest), req.bodyBytes),
-    }),
+    run: async (req, ctx) => {
+      const chunk = parseBody(req, ChunkRequest);
+      const upload = async () => uploadChunk(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'), chunk, req.bodyBytes);
+      try {
+        return { status: 200, body: await upload() };
+      } catch (error) {
+        // A table or column this container's catalog does not know may be one bootstrap just added.
+        if (namesUnknownSchema(error) && (await ctx.runtime.refreshCatalog(ctx.db))) return { status: 200, body: await upload() };
+        throw error;
+      }
+    },
   },
   {
     method: 'POST',

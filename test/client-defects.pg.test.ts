@@ -103,13 +103,15 @@ describe('web client defects (issue 16)', () => {
     expect(await b.db.query('SELECT * FROM arrays ORDER BY id')).toEqual(await a.db.query('SELECT * FROM arrays ORDER BY id'));
   });
 
-  it('1: a local array value that is not a JSON array is refused with invalid_local_row', async () => {
+  it('1: a local array value that is not a JSON array is set aside with invalid_local_row, never blocking the device (issue 23 item 4)', async () => {
     const user = 'd1-bad-array';
     const a = await device(user);
     await a.client.attach(user);
     await a.db.run(`INSERT INTO arrays (id, tags) VALUES ('bad', 'a,b')`);
-    await expect(a.client.sync()).rejects.toMatchObject({ code: 'invalid_local_row' });
-    await a.db.run(`UPDATE arrays SET tags = '["a", "b"]' WHERE id = 'bad'`);
+    expect((await a.client.sync()).push).toMatchObject({ status: 'resolved_without_commit', quarantinedRows: 1 });
+    const [q] = await a.client.quarantined();
+    expect(q).toMatchObject({ key: 'bad', code: 'invalid_local_row', row: expect.objectContaining({ tags: 'a,b' }), violation: expect.objectContaining({ column: 'tags' }) });
+    await a.client.requeueQuarantined(q?.id as number, { tags: '["a", "b"]' });
     expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 1 });
   });
 

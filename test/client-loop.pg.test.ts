@@ -8,9 +8,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LoopEnvironment, type SyncStatus } from '../client-web/api.js';
-import { openDevice, type Device, type DeviceOptions } from './support/client-harness.js';
+import { openClient } from '../client-web/client.js';
+import { openNodeSqlite } from '../client-web/sqlite/node.js';
+import { type TokenProvider } from '../client-web/transport.js';
+import { LOCAL_APP_SQL, LOCAL_APP_TABLES, TEST_RETRY, openDevice, type Device, type DeviceOptions } from './support/client-harness.js';
 import { NO_FAULTS, startFaultProxy, type FaultProxy } from './support/fault-proxy.js';
-import { startTestServer, type TestServer } from './support/server.js';
+import { signToken, startTestServer, type TestServer } from './support/server.js';
 import { until } from './support/until.js';
 
 /** Network and visibility signals the test switches. */
@@ -71,6 +74,8 @@ describe('web client: the sync loop (start/stop/onStatus)', () => {
     await until('attached and synced', last, (st) => st.phase === 'idle' && st.lastSyncedAt !== null);
     expect(last()).toMatchObject({ attachedUserId: user, pendingRows: 0, lastError: null, attach: { status: 'attached', resolution: 'initialize_empty' } });
     expect(statuses.map((st) => st.phase)).toContain('syncing');
+    // Never idle before it attached and a sync answered (issue 23 item 9).
+    expect(statuses.filter((st) => st.phase === 'idle').every((st) => st.attachedUserId === user && st.lastSyncedAt !== null)).toBe(true);
 
     // Three writes within the quiet time: one sync, one bundle.
     const before = await bundlesOf(user);
@@ -134,6 +139,53 @@ describe('web client: the sync loop (start/stop/onStatus)', () => {
     await a.client.stop();
   });
 
+  it('a stale cached token is refreshed once on a 401 and the loop syncs; a provider that throws is authentication_failed (issue 23 item 8)', async () => {
+    const user = 'loop-token';
+    // A cache refreshed only when asked; it goes stale after the open (a key the server does not know).
+    let cached = await signToken(user);
+    const refreshes: boolean[] = [];
+    const getToken: TokenProvider = async (request) => {
+      refreshes.push(request?.refresh ?? false);
+      if (request?.refresh) cached = await signToken(user);
+      return cached;
+    };
+    const db = await openNodeSqlite();
+    await db.exec(LOCAL_APP_SQL);
+    const client = await openClient({ baseUrl: s.url, getToken, db, tables: LOCAL_APP_TABLES, retry: TEST_RETRY, watch: 'long-poll' });
+    cached = await signToken(user, { secret: 'a-key-the-server-does-not-know-0123456789' });
+    const env = controlledEnvironment();
+    const statuses: SyncStatus[] = [];
+    client.onStatus((st) => statuses.push(st));
+    await client.db.run("INSERT INTO kinds (code, label) VALUES ('t1', 'with a refreshed token')");
+    client.start({ userId: user, environment: env.environment, periodicMs: 0 });
+    await until('synced', () => statuses.at(-1) as SyncStatus, (st) => st.phase === 'idle' && st.lastSyncedAt !== null && st.pendingRows === 0);
+    expect(refreshes.filter((r) => r)).toHaveLength(1);
+    expect(statuses.map((st) => st.phase)).not.toContain('needs_attention');
+    expect(await serverCodes(user)).toEqual(['t1']);
+    await client.close();
+
+    // A provider that throws (signed out): typed as the credential's failure, and not retried.
+    let calls = 0;
+    const db2 = await openNodeSqlite();
+    await db2.exec(LOCAL_APP_SQL);
+    const signedOut = openClient({ baseUrl: s.url, getToken: () => { calls++; throw new Error('signed out'); }, db: db2, tables: LOCAL_APP_TABLES, retry: TEST_RETRY });
+    await expect(signedOut).rejects.toMatchObject({ code: 'authentication_failed' });
+    expect(calls).toBe(1);
+    await db2.close();
+  });
+
+  it('started without a user to attach, the loop needs attention (not idle) until the app attaches (issue 23 item 9)', async () => {
+    const user = 'loop-no-user';
+    const { d: a, env, statuses, last } = await looping(user);
+    a.client.start({ environment: env.environment, periodicMs: 0 });
+    await until('needs attention', last, (st) => st.phase === 'needs_attention');
+    expect(last()).toMatchObject({ attachedUserId: null, lastError: { code: 'not_attached' } });
+    expect(statuses.map((st) => st.phase)).not.toContain('idle');
+    await a.client.attach(user);
+    await until('synced', last, (st) => st.phase === 'idle' && st.attachedUserId === user && st.lastError === null);
+    await a.client.stop();
+  });
+
   it('a held rejection needs attention; a discard brings the loop back to idle', async () => {
     const user = 'loop-rejected';
     const { d: a, env, last } = await looping(user);
@@ -147,4 +199,43 @@ describe('web client: the sync loop (start/stop/onStatus)', () => {
     await a.client.close();
     expect(last().phase).toBe('stopped');
   });
+});
+
+describe('web client: the loop tells the truth through a server outage (issue 23 item 9)', () => {
+  let s: TestServer;
+  const closers: (() => Promise<void>)[] = [];
+  beforeAll(async () => {
+    // Short long polls, so a wait in flight when the outage starts ends soon.
+    s = await startTestServer({ env: { SYNC_LIMIT_WATCH_MAX_WAIT_SECONDS: '1' } });
+  });
+  afterAll(async () => {
+    for (const close of closers.reverse()) await close();
+    await s?.close();
+  });
+
+  for (const watch of ['long-poll', 'websocket'] as const) {
+    it(`a ${watch} device with nothing to push shows the outage (backoff with the error), not idle, and idle again after it`, async () => {
+      const user = `loop-outage-${watch}`;
+      const proxy = await startFaultProxy(s.url, 11, NO_FAULTS);
+      closers.push(() => proxy.close());
+      // The proxy forwards no WebSocket upgrade: the websocket source waits by long polls, as behind such a proxy.
+      const d = await openDevice(s, user, { url: proxy.url, config: { watch, retry: { maxAttempts: 1, baseDelayMs: 5, maxDelayMs: 5 } } });
+      closers.push(() => d.close());
+      const env = controlledEnvironment();
+      const statuses: SyncStatus[] = [];
+      d.client.onStatus((st) => statuses.push(st));
+      const last = () => statuses.at(-1) as SyncStatus;
+      // Attached first: the loop's one sync then leaves nothing scheduled but the watch.
+      await d.client.attach(user);
+      d.client.start({ environment: env.environment, periodicMs: 0, backoff: { baseMs: 30_000, maxMs: 60_000 } });
+      await until('synced', last, (st) => st.phase === 'idle' && st.lastSyncedAt !== null);
+      proxy.rates = { ...NO_FAULTS, unavailable: 1 };
+      const down = await until('the outage shows', last, (st) => st.phase !== 'idle' && st.phase !== 'syncing', 15_000);
+      expect(down).toMatchObject({ phase: 'backoff', lastError: { code: 'service_unavailable' }, pendingRows: 0 });
+      proxy.rates = NO_FAULTS;
+      env.goOnline();
+      await until('idle again', last, (st) => st.phase === 'idle' && st.lastError === null, 10_000);
+      await d.client.stop();
+    });
+  }
 });

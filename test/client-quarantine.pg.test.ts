@@ -149,20 +149,25 @@ describe('web client: rejected bundles are salvaged into the quarantine', () => 
     expect((await kinds(user)).map((k) => k.code)).toEqual(['a-ok', 'ok']);
   });
 
-  it('a rejection that names no row of the bundle stays held (quarantine mode too); a one-row bundle is salvaged', async () => {
-    const user = 'q-unnamed';
-    const a = await device(user, quarantining);
+  it("an app trigger's refusal in a multi-row bundle is named like a constraint: held with its row, or quarantined alone (issue 23 item 7)", async () => {
+    const user = 'q-trigger';
+    const a = await device(user);
     await a.client.attach(user);
-    // The app's trigger raises its own exception: the table is known, the row is not.
-    await a.db.run("INSERT INTO kinds (code, label) VALUES ('bad', 'forbidden'), ('ok', 'fine')");
+    // The app's trigger raises its own exception, which names no row: the server finds it.
+    await a.db.run("INSERT INTO kinds (code, label) VALUES ('a-ok', 'fine'), ('bad', 'forbidden'), ('ok', 'also fine')");
     const held = await a.client.sync();
-    expect(held.push).toMatchObject({ status: 'rejected' });
-    expect(held.push).toMatchObject({ code: 'push_rejected', violation: { sqlstate: 'P0001', table: 'kinds', key: null } });
-    expect(await a.client.quarantineRejected()).toEqual({ quarantinedRows: 0 });
-    expect(await a.client.discardRejected()).toEqual({ discardedRows: 2 });
-    await a.client.sync();
-    await a.db.run("INSERT INTO kinds (code, label) VALUES ('bad', 'forbidden')");
-    expect((await a.client.sync()).push).toMatchObject({ status: 'resolved_without_commit', quarantinedRows: 1 });
-    expect(await a.client.quarantined()).toEqual([expect.objectContaining({ key: 'bad', row: expect.objectContaining({ label: 'forbidden' }) })]);
+    expect(held.push).toMatchObject({ status: 'rejected', code: 'push_rejected', violation: { sqlstate: 'P0001', table: 'kinds', key: { code: 'bad' } } });
+    expect(held.push.status === 'rejected' && held.push.message).toMatch(/this label is forbidden/);
+    expect(await a.client.quarantineRejected()).toEqual({ quarantinedRows: 1 });
+    expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 2 });
+    expect((await kinds(user)).map((k) => k.code)).toEqual(['a-ok', 'ok']);
+    expect(await a.client.quarantined()).toEqual([expect.objectContaining({ key: 'bad', row: expect.objectContaining({ label: 'forbidden' }), code: 'push_rejected' })]);
+
+    // Quarantine mode: set aside at once, the rest commits.
+    const b = await device('q-trigger-b', quarantining);
+    await b.client.attach('q-trigger-b');
+    await b.db.run("INSERT INTO kinds (code, label) VALUES ('a', 'x'), ('b', 'forbidden'), ('c', 'y')");
+    expect((await b.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 2, quarantinedRows: 1 });
+    expect((await b.client.quarantined()).map((q) => q.key)).toEqual(['b']);
   });
 });

@@ -48,6 +48,39 @@ describe('client transport', () => {
     }
   });
 
+  it('a 401 asks the token provider once more, for a fresh token, and retries with it; a second 401 is the answer (issue 23 item 8)', async () => {
+    const asked: unknown[] = [];
+    const getToken = (request?: { refresh: boolean }) => {
+      asked.push(request);
+      return request?.refresh ? 'fresh' : 'stale';
+    };
+    const refused = json(401, { error: 'authentication_failed', message: 'expired' });
+    const f = fakeFetch([refused, json(200, { ok: 1 })]);
+    const t = new Transport({ baseUrl: 'http://x', getToken, fetch: f.fetch, sleep: async () => {} }, () => 's');
+    expect(await t.request('GET', '/sync/pull')).toEqual({ ok: 1 });
+    expect(f.calls.map((c) => c.headers.get('authorization'))).toEqual(['Bearer stale', 'Bearer fresh']);
+    expect(asked).toEqual([undefined, { refresh: true }]);
+
+    const again = fakeFetch([refused, refused, json(200, {})]);
+    const t2 = new Transport({ baseUrl: 'http://x', getToken, fetch: again.fetch, sleep: async () => {} }, () => 's');
+    await expect(t2.request('GET', '/sync/pull')).rejects.toMatchObject({ code: 'authentication_failed', status: 401 });
+    expect(again.calls).toHaveLength(2);
+  });
+
+  it('a token provider that throws is authentication_failed (not a network error), sent nowhere and not retried', async () => {
+    const f = fakeFetch([json(200, {})]);
+    let asked = 0;
+    const t = new Transport({ baseUrl: 'http://x', getToken: () => { asked++; throw new Error('signed out'); }, fetch: f.fetch, sleep: async () => {} }, () => 's');
+    const error = await t.request('GET', '/sync/pull').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SyncHttpError);
+    expect(error).toMatchObject({ code: 'authentication_failed', status: 401, retriable: false });
+    expect((error as Error).message).toMatch(/signed out/);
+    expect(f.calls).toHaveLength(0);
+    expect(asked).toBe(1);
+    const rejecting = new Transport({ baseUrl: 'http://x', getToken: () => Promise.reject(new Error('no session')), fetch: f.fetch, sleep: async () => {} }, () => 's');
+    await expect(rejecting.request('GET', '/sync/pull')).rejects.toMatchObject({ code: 'authentication_failed' });
+  });
+
   it('gives up after maxAttempts on network errors', async () => {
     let calls = 0;
     const t = new Transport(

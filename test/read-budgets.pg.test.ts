@@ -101,6 +101,8 @@ describe('page budgets count escaped bytes; rows no page could carry are refused
     const answer = await push(amp, rows, { sourceBundleId: 1 });
     expectStatus(answer, 413, 'payload_too_large');
     expect(answer.body.message).toContain('amplified');
+    // The row is named, so a client sets it aside alone and pushes the rest (issue 23 item 6).
+    expect(answer.body.violation).toEqual({ sqlstate: 'LS413', constraint: null, schema: 'b', table: 'notes', column: null, key: { id: 'amplified' } });
     const { rows: [state] } = await s.t.exec(`SELECT latest_bundle_seq::int AS seq FROM sync.user_state WHERE user_id = 'amplified'`);
     expect(state.seq).toBe(0);
     const { rows: [business] } = await s.t.exec(`SELECT count(*)::int AS n FROM b.notes WHERE _sync_scope_id = 'amplified'`);

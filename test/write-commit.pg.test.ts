@@ -13,6 +13,13 @@ import { bundleHash, committedRows, del, expectStatus, initEmpty, item, list, pu
 
 const SCHEMA = `${APP_SCHEMA_SQL}
 ALTER TABLE app.lists ADD CONSTRAINT lists_position_check CHECK (position IS NULL OR position >= 0);
+CREATE FUNCTION app.kinds_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.meta ->> 'refuse' = 'plain' THEN RAISE EXCEPTION 'the app refuses %', NEW.code; END IF;
+  IF NEW.meta ->> 'refuse' = 'coded' THEN RAISE EXCEPTION 'the app vetoes %', NEW.code USING ERRCODE = 'AB123'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER kinds_refuse BEFORE INSERT OR UPDATE ON app.kinds FOR EACH ROW EXECUTE FUNCTION app.kinds_refuse();
 `;
 
 describe('write path: commit outcomes', () => {
@@ -196,6 +203,34 @@ describe('write path: commit outcomes', () => {
         const v = await rejected(rows);
         expect(v, `bad row at ${at}`).toMatchObject({ sqlstate: '22P02', schema: 'app', table: 'lists', column: 'position', key: { id: lists[at] } });
       }
+    });
+
+    it('a bad value and a unique clash in one table: a row is named whichever error the commit meets first (issue 23 item 5)', async () => {
+      const k = (code: string, payload: Record<string, unknown>): PushRow => ({ schema: 'app', table: 'kinds', key: { code }, op: 'INSERT', base_row_version: 0, payload });
+      const rows = (bad: number, dup: number) => Array.from({ length: 40 }, (_, i) =>
+        k(`m-${String(i).padStart(2, '0')}`, i === bad ? { amount: 'abc' } : i === dup ? { label: 'a' } : { label: `l-${i}` }));
+      // The value first, the clash first; the clash with an existing row (k1) or within the bundle.
+      for (const [bad, dup] of [[5, 30], [30, 5], [12, 13], [13, 12]] as const) {
+        const v = await rejected(rows(bad, dup));
+        const first = Math.min(bad, dup);
+        expect(v, `bad ${bad}, duplicate ${dup}`).toMatchObject({ table: 'kinds', key: { code: `m-${String(first).padStart(2, '0')}` } });
+        expect(v.sqlstate).toBe(first === bad ? '22P02' : '23505');
+        if (first === bad) expect(v.column).toBe('amount');
+      }
+      // Two rows of the bundle clash: the later one is named (the earlier one commits without it).
+      const clash = [k('n-1', { label: 'same' }), k('n-2', { label: 'other' }), k('n-3', { label: 'same' }), k('n-4', { amount: 'abc' })];
+      expect(await rejected(clash)).toMatchObject({ sqlstate: '23505', key: { code: 'n-3' } });
+    });
+
+    it("an app trigger's refusal in a multi-row bundle, with P0001 or its own SQLSTATE, names its row (issue 23 item 7)", async () => {
+      const k = (code: string, meta: unknown): PushRow => ({ schema: 'app', table: 'kinds', key: { code }, op: 'INSERT', base_row_version: 0, payload: { meta } });
+      for (const [refuse, sqlstate] of [['plain', 'P0001'], ['coded', 'AB123']] as const) {
+        const rows = Array.from({ length: 30 }, (_, i) => k(`t-${String(i).padStart(2, '0')}`, i === 17 ? { refuse } : { n: i }));
+        const v = await rejected(rows);
+        expect(v, refuse).toMatchObject({ sqlstate, schema: 'app', table: 'kinds', key: { code: 't-17' } });
+      }
+      const answer = await push(c, [k('t-a', {}), k('t-b', { refuse: 'coded' })], { sourceBundleId: sbid });
+      expect(answer.body.message).toMatch(/the app vetoes t-b/);
     });
 
     it('a value too large for a business index', async () => {

@@ -36,6 +36,7 @@ import { validateEnvelope } from './validate-envelope.js';
 import { describeLayout, diffDescriptions, type DescriptionFormat } from './describe.js';
 import { migrateLayout, readLayoutVersion, type LayoutVersion } from './migrate.js';
 import { BOOTSTRAP_LOCK_KEY } from './lock.js';
+import { LAYOUT_CHANNEL } from '../sync/notify/channels.js';
 import { boundFunctions, DEFAULT_BOUNDS, functionsToBound, installRoleBounds, type RoleBoundsOutcome, type TimeBounds } from './bounds.js';
 import { diffCatalog, type StoredEntry } from './evolve.js';
 import { type CatalogColumn } from '../sync/catalog/compat.js';
@@ -354,6 +355,8 @@ async function write(tx: Queryable, opts: BootstrapOptions, target: number): Pro
   await boundFunctions(tx, opts.bounds ?? DEFAULT_BOUNDS);
   await storeDescription(tx);
   await verifyManaged(tx);
+  // Delivered at commit: a running local server reloads its catalog before its next request.
+  await tx.query(sql`SELECT pg_notify(${LAYOUT_CHANNEL}, ${String(schemaVersion)})`);
   return { created: fresh, catalog: p.catalog, adopted, from: migrated.from, to: migrated.to, schemaVersion, applied: p.changes };
 }
 

@@ -12,7 +12,9 @@ export interface Listener {
 export interface ListenOptions {
   readonly connectionString: string;
   readonly channel: string;
-  onMessage(payload: string): void;
+  /** More channels on the same connection (their messages name the channel). */
+  readonly moreChannels?: readonly string[];
+  onMessage(payload: string, channel: string): void;
   /** The connection was (re)established: anything signalled meanwhile may have been missed. */
   onReset(): void;
   /** Waits between reconnect attempts, doubling up to the maximum. */
@@ -22,7 +24,8 @@ export interface ListenOptions {
 
 export async function listen(options: ListenOptions): Promise<Listener> {
   const { default: pg } = await import('pg');
-  const channel = `"${options.channel.replaceAll('"', '""')}"`;
+  const channels = [options.channel, ...(options.moreChannels ?? [])];
+  const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
   const retryMin = options.retryMinMs ?? 100;
   const retryMax = options.retryMaxMs ?? 5000;
   let client: InstanceType<typeof pg.Client> | undefined;
@@ -35,14 +38,14 @@ export async function listen(options: ListenOptions): Promise<Listener> {
     const c = new pg.Client({ connectionString: options.connectionString, application_name: 'lockstep-listener' });
     client = c;
     c.on('notification', (n) => {
-      if (n.channel === options.channel && n.payload !== undefined) options.onMessage(n.payload);
+      if (channels.includes(n.channel) && n.payload !== undefined) options.onMessage(n.payload, n.channel);
     });
     // A lost connection (restart, network) is reported here; reconnect and tell the waiters.
     c.on('error', () => lost(c));
     c.on('end', () => lost(c));
     try {
       await c.connect();
-      await c.query(`LISTEN ${channel}`);
+      for (const name of channels) await c.query(`LISTEN ${quoted(name)}`);
       if (closed) return void (await c.end().catch(() => undefined));
       listening = true;
       delay = retryMin;

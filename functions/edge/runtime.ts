@@ -7,6 +7,7 @@ import { ANONYMOUS_OWNER, Db, PoolShare, type PoolLike, type Queryable } from '.
 import { type DatabaseSecret } from '../../core/db/secret.js';
 import { noteDatabaseError, openDatabase } from './database.js';
 import { loadCatalog, PendingCounters, THIS_BUILD, type BuildRange, type Catalog } from '../../core/sync/index.js';
+import { readCatalogStamp, stampMatches } from '../../core/sync/catalog/stamp.js';
 import { type CommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { type CommitNotifier } from '../../core/sync/notify/connections.js';
 import { setLogSink } from '../../core/log.js';
@@ -28,6 +29,13 @@ export interface Runtime {
   catalog(via?: Queryable): Promise<Catalog>;
   /** Forgets the cached catalog (a request met drift); the next request reloads it. */
   invalidateCatalog(): void;
+  /**
+   * Reads the database's catalog stamp (one cheap statement) and forgets a cached catalog that no
+   * longer matches it; true when it did (the next `catalog()` loads the new one). For a request
+   * that must not be answered from a stale catalog: capabilities asked with `no-cache`, a pushed
+   * row naming a column this catalog does not know. Free of statements when nothing is cached.
+   */
+  refreshCatalog(via?: Queryable): Promise<boolean>;
   /** Counts this container saw while the database was unreachable, recorded by a later request. */
   readonly pending: PendingCounters;
   /** A request failed with this error: credentials that stopped working are read again and reported. */
@@ -73,6 +81,10 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
   let cached: Promise<Catalog> | undefined;
   let loadedAt = 0;
   const inFlight = new Map<string, Promise<unknown>>();
+  // Bootstrap committed a change (the local runtime's LISTEN connection hears it): reload first.
+  services.feed?.onLayout(() => {
+    cached = undefined;
+  });
   return {
     shared<T>(key: string, run: () => Promise<T>): Promise<T> {
       const running = inFlight.get(key);
@@ -100,6 +112,14 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
     },
     invalidateCatalog() {
       cached = undefined;
+    },
+    async refreshCatalog(via: Queryable = db) {
+      const held = cached;
+      const current = held ? await held.catch(() => undefined) : undefined;
+      if (!current) return false;
+      if (stampMatches(current, await readCatalogStamp(via))) return false;
+      if (cached === held) cached = undefined;
+      return true;
     },
     noteError(error) {
       noteDatabaseError(error, services.secret);

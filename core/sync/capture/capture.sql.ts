@@ -47,8 +47,8 @@ $fn$
  * - for the owner's own SQL, the call stack (PG_CONTEXT) must show a managed function that opens
  *   or closes bundles. This catches mistakes, not the owner: the stack includes statement text,
  *   and the owner can disable triggers anyway (README, "What is guarded").
- * (sync.first_unstorable_row and sync.unstorable_column open one only inside blocks that always
- * roll back.)
+ * (sync.first_unstorable_row, sync.unstorable_column and sync.first_failing_row open one only inside
+ * blocks that always roll back.)
  */
 export const guardBundleContextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.guard_bundle_context() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -57,7 +57,7 @@ DECLARE
 BEGIN
   IF pg_has_role(current_user, (SELECT nspowner FROM pg_namespace WHERE nspname = 'sync'), 'USAGE') THEN
     GET DIAGNOSTICS v_stack = PG_CONTEXT;
-    IF v_stack ~ '\nPL/pgSQL function sync\.(push_commit|server_bundle_begin|server_bundle_finish|finalize_bundle|first_unstorable_row|unstorable_column)\(' THEN
+    IF v_stack ~ '\nPL/pgSQL function sync\.(push_commit|server_bundle_begin|server_bundle_finish|finalize_bundle|first_unstorable_row|unstorable_column|first_failing_row)\(' THEN
       RETURN NULL;
     END IF;
   END IF;

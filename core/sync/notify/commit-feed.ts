@@ -2,12 +2,15 @@
  * The commit feed of a long-running process: one LISTEN connection (core/db/listen.ts) on channel
  * `lockstep_commit`, which `sync.bundle_log`'s trigger signals at every commit, fanned out in
  * memory to whatever waits for a user: long polls (`watch`) and WebSockets of the local gateway.
+ * The same connection hears `lockstep_layout`, bootstrap's signal that the catalog changed.
  * So a waiting watch costs no query per poll interval, and a thousand waiting devices cost one
  * connection, not a thousand (issue 15 item 8, issue 18).
  */
 import { listen, type Listener } from '../../db/listen.js';
+import { LAYOUT_CHANNEL } from './channels.js';
 
 export const COMMIT_CHANNEL = 'lockstep_commit';
+export { LAYOUT_CHANNEL };
 
 /** `bundleSeq` of a commit of the user, or null: signals may have been missed, check again. */
 export type CommitSignal = (bundleSeq: number | null) => void;
@@ -21,14 +24,17 @@ export interface CommitFeed {
   subscribe(userId: string, fn: CommitSignal): () => void;
   /** Waits for the next signal for `userId`, at most `timeoutMs`, or until `signal` aborts. */
   wait(userId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome>;
+  /** Calls `fn` when bootstrap committed a change (and after a reconnect: one may have been missed). */
+  onLayout(fn: () => void): () => void;
   /** Users with a subscriber, and subscribers in all (for tests and status). */
   size(): { users: number; subscribers: number };
   close(): Promise<void>;
 }
 
 /** A feed that fans signals out to subscribers; `deliver` and `reset` feed it. */
-export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq: number): void; reset(): void; listener: Listener | undefined } {
+export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq: number): void; layoutChanged(): void; reset(): void; listener: Listener | undefined } {
   const byUser = new Map<string, Set<CommitSignal>>();
+  const layoutListeners = new Set<() => void>();
   let subscribers = 0;
   const feed = {
     listener: undefined as Listener | undefined,
@@ -63,8 +69,16 @@ export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq
     deliver(userId: string, bundleSeq: number) {
       for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq);
     },
+    onLayout(fn: () => void) {
+      layoutListeners.add(fn);
+      return () => void layoutListeners.delete(fn);
+    },
+    layoutChanged() {
+      for (const fn of [...layoutListeners]) fn();
+    },
     reset() {
       for (const set of [...byUser.values()]) for (const fn of [...set]) fn(null);
+      feed.layoutChanged();
     },
     size: () => ({ users: byUser.size, subscribers }),
     async close() {
@@ -80,7 +94,9 @@ export async function startCommitFeed(connectionString: string): Promise<CommitF
   feed.listener = await listen({
     connectionString,
     channel: COMMIT_CHANNEL,
-    onMessage(payload) {
+    moreChannels: [LAYOUT_CHANNEL],
+    onMessage(payload, channel) {
+      if (channel === LAYOUT_CHANNEL) return feed.layoutChanged();
       let parsed: { user_id?: unknown; bundle_seq?: unknown };
       try {
         parsed = JSON.parse(payload) as typeof parsed;

@@ -19,7 +19,8 @@ $fn$
  * Each committed row is stored with its rendered pull text and its size on the wire (escaped as
  * Lambda counts it, sync.wire_bytes), so reads concatenate and budget without rendering; a row
  * larger than p_max_row_bytes could never be served, so the whole statement fails with SQLSTATE
- * LS413 (the callers answer 413 payload_too_large; nothing is committed).
+ * LS413 and the row's schema, table and key as JSON in DETAIL (the callers answer 413
+ * payload_too_large naming the row; nothing is committed).
  */
 export const finalizeBundleSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.finalize_bundle(p_user_pk bigint, p_seq bigint, p_source text, p_source_bundle_id bigint,
@@ -69,9 +70,11 @@ BEGIN
     SELECT c.schema_name, c.table_name, c.key_column, sync.key_text(c.key_kind, b.key_bytes) AS key, b.wire_bytes INTO v_big
       FROM sync.bundle_rows b JOIN sync.table_catalog c ON c.table_id = b.table_id
      WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq ORDER BY b.wire_bytes DESC LIMIT 1;
+    -- DETAIL names the row, so the client can set that row aside and push the rest.
     RAISE EXCEPTION 'row %.% %=% would be % bytes on the wire, over the % bytes a response can carry',
       v_big.schema_name, v_big.table_name, v_big.key_column, v_big.key, v_big.wire_bytes, coalesce(p_max_row_bytes, 4191232)
-      USING ERRCODE = 'LS413';
+      USING ERRCODE = 'LS413', DETAIL = jsonb_build_object('schema', v_big.schema_name, 'table', v_big.table_name,
+        'key', jsonb_build_object(v_big.key_column, v_big.key))::text;
   END IF;
   DELETE FROM sync.capture_rows WHERE xact = v_xact;
 
@@ -260,12 +263,16 @@ BEGIN
     v_running := NULL;
     -- Deferred checks run here, inside the block, so a violation is a typed answer, not a failed COMMIT.
     SET CONSTRAINTS ALL IMMEDIATE;
-  -- program_limit_exceeded: a pushed value too large for a business index (54000) is the
-  -- client's data, so it is a rejection like a constraint, not a 500.
-  EXCEPTION WHEN integrity_constraint_violation OR data_exception OR raise_exception OR insufficient_privilege
-              OR program_limit_exceeded THEN
+  -- Whatever the bundle's rows make fail is a rejection, not a 500: constraints, data exceptions,
+  -- a value too large for a business index (54000), an app trigger's refusal with any SQLSTATE.
+  -- Failures that say nothing about the rows (sync.row_fault) propagate: a lost connection, a
+  -- serialization failure, a lock or statement timeout (57014 is never caught by OTHERS), a bug.
+  EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
       v_constraint = CONSTRAINT_NAME, v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
+    IF NOT sync.row_fault(v_state) THEN
+      RAISE;
+    END IF;
     -- Variables keep their values through the rollback of the block: the table whose statement
     -- failed names a data exception's table (its row is found by sync.first_unstorable_row).
     IF coalesce(v_table, '') = '' AND v_running IS NOT NULL THEN
@@ -421,6 +428,151 @@ BEGIN
     END IF;
   END LOOP;
   RETURN NULL;
+END
+$fn$
+`);
+
+/**
+ * Whether an error raised while a bundle's rows were applied is about those rows (a constraint, a
+ * data exception, an app trigger's refusal with any SQLSTATE), and so a rejection the client can
+ * act on, rather than a failure of the database or of the code (a lost connection, a transaction
+ * rollback such as a serialization failure or deadlock, a lock timeout, resources, an undefined
+ * object or a syntax error: class 42 but for 42501, a refused privilege, which a guard raises).
+ */
+export const rowFaultSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.row_fault(p_state text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT p_state IS NOT NULL AND left(p_state, 2) NOT IN ('08', '25', '40', '53', '55', '57', '58', 'F0', 'XX', '3D', '3F', 'LS')
+     AND (left(p_state, 2) <> '42' OR p_state = '42501')
+$fn$
+`);
+
+/**
+ * One try of the row search (sync.first_failing_row): applies the staged rows `p_lo`..`p_hi` on top
+ * of what the caller's block already holds — each table's upsert restricted to that range, then its
+ * deletes, in the commit's order (`p_upserts`/`p_deletes`: the probes, `p_upsert_tables` and
+ * `p_delete_tables` their tables) — and checks the deferred constraints. NULL when the rows were
+ * stored: their writes stay, inside the caller's block, which always rolls back. Otherwise the
+ * error as a violation (its own block rolled back), or a failure that is not the rows' fault
+ * propagates.
+ */
+export const tryRowsSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.try_rows(p_user text, p_push uuid, p_lo integer, p_hi integer,
+  p_upserts text[], p_upsert_tables smallint[], p_deletes text[], p_delete_tables smallint[]) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_i integer;
+  v_running smallint;
+  v_state text; v_msg text; v_constraint text; v_schema text; v_table text; v_column text;
+BEGIN
+  FOR v_i IN 1 .. coalesce(array_length(p_upserts, 1), 0) LOOP
+    v_running := p_upsert_tables[v_i];
+    EXECUTE p_upserts[v_i] USING p_push, p_user, p_lo, p_hi;
+  END LOOP;
+  FOR v_i IN 1 .. coalesce(array_length(p_deletes, 1), 0) LOOP
+    v_running := p_delete_tables[v_i];
+    EXECUTE p_deletes[v_i] USING p_push, p_user, p_lo, p_hi;
+  END LOOP;
+  v_running := NULL;
+  -- Deferred checks of everything applied so far (earlier tries' were checked already).
+  SET CONSTRAINTS ALL IMMEDIATE;
+  SET CONSTRAINTS ALL DEFERRED;
+  RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_constraint = CONSTRAINT_NAME,
+    v_schema = SCHEMA_NAME, v_table = TABLE_NAME, v_column = COLUMN_NAME;
+  IF NOT sync.row_fault(v_state) THEN
+    RAISE;
+  END IF;
+  IF coalesce(v_table, '') = '' AND v_running IS NOT NULL THEN
+    SELECT schema_name, table_name INTO v_schema, v_table FROM sync.table_catalog WHERE table_id = v_running;
+  END IF;
+  RETURN jsonb_build_object('sqlstate', v_state, 'message', v_msg, 'constraint', nullif(v_constraint, ''),
+    'error_schema', nullif(v_schema, ''), 'error_table', nullif(v_table, ''), 'column', nullif(v_column, ''));
+END
+$fn$
+`);
+
+/**
+ * The row a rejected bundle is refused for, whatever the error was: the first staged row, in
+ * bundle order, at which applying the bundle in order stops being possible. The search applies
+ * halves of the remaining rows on top of the rows that passed (sync.try_rows; about log2(n) tries,
+ * each rolled back when it fails, all rolled back at the end), so it costs about twice the
+ * commit's own work and names a row for every error a row can cause: constraints (deferred ones
+ * too), data exceptions, an app trigger's refusal. The answer is that row's own violation
+ * (`sqlstate`, `message`, `constraint`, `schema`/`table`/`key` of the row, `column` where
+ * PostgreSQL or sync.unstorable_column tells it); NULL when no row can be named (the bundle
+ * passes now, the session is gone, or a table's statements have an unexpected shape).
+ */
+export const firstFailingRowSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.first_failing_row(p_user text, p_push uuid) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_pk bigint;
+  v_source text;
+  v_lo integer;
+  v_hi integer;
+  v_mid integer;
+  v_upserts text[];
+  v_upsert_tables smallint[];
+  v_deletes text[];
+  v_delete_tables smallint[];
+  v_err jsonb;
+  v_found jsonb;
+  v_row record;
+BEGIN
+  SELECT s.user_pk, s.source_id INTO v_pk, v_source FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
+   WHERE s.push_id = p_push AND u.user_id = p_user AND s.status <> 'committed';
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT min(row_ordinal), max(row_ordinal) INTO v_lo, v_hi FROM sync.push_session_rows WHERE push_id = p_push;
+  IF v_lo IS NULL THEN
+    RETURN NULL;
+  END IF;
+  -- Each table's own statements, restricted to a range of ordinals ($3..$4), in the commit's order.
+  SELECT array_agg(replace(c.upsert_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ') ORDER BY c.apply_order),
+         array_agg(c.table_id ORDER BY c.apply_order)
+    INTO v_upserts, v_upsert_tables FROM sync.table_catalog c
+   WHERE c.table_id IN (SELECT table_id FROM sync.push_session_rows WHERE push_id = p_push AND op_code <> 3);
+  SELECT array_agg(replace(c.delete_sql, 'AND p.op_code = 3))', 'AND p.op_code = 3 AND p.row_ordinal BETWEEN $3 AND $4))') ORDER BY c.apply_order DESC),
+         array_agg(c.table_id ORDER BY c.apply_order DESC)
+    INTO v_deletes, v_delete_tables FROM sync.table_catalog c
+   WHERE c.table_id IN (SELECT table_id FROM sync.push_session_rows WHERE push_id = p_push AND op_code = 3);
+  IF EXISTS (SELECT 1 FROM unnest(v_upserts) q WHERE q NOT LIKE '%BETWEEN $3 AND $4%')
+     OR EXISTS (SELECT 1 FROM unnest(v_deletes) q WHERE q NOT LIKE '%BETWEEN $3 AND $4%') THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_pk, p_user, v_source, 'push');
+    SET CONSTRAINTS ALL DEFERRED;
+    -- Rows before v_lo are applied and pass; the first failing row is in v_lo..v_hi.
+    WHILE v_lo < v_hi LOOP
+      v_mid := v_lo + (v_hi - v_lo) / 2;
+      IF sync.try_rows(p_user, p_push, v_lo, v_mid, v_upserts, v_upsert_tables, v_deletes, v_delete_tables) IS NULL THEN
+        v_lo := v_mid + 1;
+      ELSE
+        v_hi := v_mid;
+      END IF;
+    END LOOP;
+    -- The last candidate alone, on top of the rows before it: its own error names it.
+    v_err := sync.try_rows(p_user, p_push, v_lo, v_lo, v_upserts, v_upsert_tables, v_deletes, v_delete_tables);
+    RAISE EXCEPTION USING ERRCODE = 'LS000', MESSAGE = 'the row search stored rows';
+  EXCEPTION WHEN SQLSTATE 'LS000' THEN
+    NULL;
+  END;
+  IF v_err IS NULL THEN
+    RETURN NULL;
+  END IF;
+  SELECT r.table_id, r.key_bytes, c.schema_name, c.table_name, c.key_column, sync.key_text(c.key_kind, r.key_bytes) AS key_text
+    INTO v_row FROM sync.push_session_rows r JOIN sync.table_catalog c ON c.table_id = r.table_id
+   WHERE r.push_id = p_push AND r.row_ordinal = v_lo;
+  v_found := v_err || jsonb_build_object('schema', v_row.schema_name, 'table', v_row.table_name,
+    'key', jsonb_build_object(v_row.key_column, v_row.key_text));
+  -- A data exception names no column: try the row's columns one at a time.
+  IF v_err ->> 'column' IS NULL AND v_err ->> 'sqlstate' LIKE '22%' THEN
+    v_found := v_found || jsonb_build_object('column', sync.unstorable_column(p_user, p_push, v_row.table_id, v_row.key_bytes));
+  END IF;
+  RETURN v_found;
 END
 $fn$
 `);

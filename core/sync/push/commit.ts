@@ -39,27 +39,36 @@ function certainlyRolledBack(error: unknown): boolean {
 }
 
 /**
- * How to find the sync key of the pushed row that broke a constraint, best effort, on the
- * rejection path only (the session's staged rows are still there). PostgreSQL names the
- * offending row only indirectly:
- * - unique and foreign-key violations: `Key (cols)=(vals) already exists | is not present …` —
- *   the key itself when those columns are the sync key, else the first staged row of that table
- *   whose payload carries those values;
- * - check and not-null violations: `Failing row contains (v1, v2, …)` — the first staged row of
- *   that table whose key appears as one of the listed values.
- * - data exceptions (22xxx: a value PostgreSQL cannot store) name no row: from layout 13 the
- *   commit names the table whose statement failed, sync.first_unstorable_row finds the row by
- *   trying halves of the table's staged rows and sync.unstorable_column its column by trying
- *   its columns one at a time (every try rolled back).
- * A lookup that needs the staged rows is a query (one row, column `key`, and `column` when it
- * can tell), run in the same statement that notes the rejection.
+ * How to find the sync key of the pushed row that broke a constraint, on the rejection path only
+ * (the session's staged rows are still there). From layout 15 (ROW_SEARCH_LAYOUT):
+ * - a unique or foreign-key violation whose `Key (cols)=(vals)` are the sync key names the row;
+ * - one whose columns are others is looked up: the last staged row of that table whose payload
+ *   carries those values (the later of two clashing rows, the one applying in order refuses);
+ * - anything else, or a lookup that finds nothing, is searched: sync.first_failing_row applies
+ *   the staged rows in halves (every try rolled back) and answers the first row at which the
+ *   bundle stops applying, with that row's own error — so a row is named whichever error the
+ *   commit met first (a data exception and a unique clash in one table, an app trigger's refusal).
+ * Before layout 15 the older lookups below answer (legacyViolationKey).
  */
 /** The first layout whose commit names a data exception's table and can find its row. */
 const UNSTORABLE_ROW_LAYOUT = 13;
+/** The first layout with sync.first_failing_row (a row for every error) and a named LS413 row. */
+const ROW_SEARCH_LAYOUT = 15;
 
 type KeyLookup = { readonly known: Record<string, string> | null } | { readonly keyColumn: string; readonly query: SqlFragment };
 
-function violationKey(ctx: SyncContext, actor: Actor, pushId: string, violation: Omit<Violation, 'key'>, detail: unknown): KeyLookup {
+/** The `Key (cols)=(vals)` of a unique or foreign-key violation, without the hidden scope column. */
+function keyedColumns(detail: unknown): (readonly [string, string])[] | null {
+  if (typeof detail !== 'string') return null;
+  const keyed = /^Key \((.+?)\)=\((.*)\) (?:already exists|is not present in table)/s.exec(detail);
+  if (!keyed) return null;
+  const columns = (keyed[1] as string).split(', ');
+  const values = (keyed[2] as string).split(', ');
+  if (columns.length !== values.length) return null;
+  return columns.map((c, i) => [c, values[i] as string] as const).filter(([c]) => c !== '_sync_scope_id');
+}
+
+function legacyViolationKey(ctx: SyncContext, actor: Actor, pushId: string, violation: Omit<Violation, 'key'>, detail: unknown): KeyLookup {
   const { schema, table } = violation;
   if (!schema || !table) return { known: null };
   const entry = ctx.catalog.byName(schema, table);
@@ -75,12 +84,8 @@ function violationKey(ctx: SyncContext, actor: Actor, pushId: string, violation:
     };
   }
   if (typeof detail !== 'string') return { known: null };
-  const keyed = /^Key \((.+?)\)=\((.*)\) (?:already exists|is not present in table)/s.exec(detail);
-  if (keyed) {
-    const columns = (keyed[1] as string).split(', ');
-    const values = (keyed[2] as string).split(', ');
-    if (columns.length !== values.length) return { known: null };
-    const visible = columns.map((c, i) => [c, values[i] as string] as const).filter(([c]) => c !== '_sync_scope_id');
+  const visible = keyedColumns(detail);
+  if (visible) {
     if (visible.length === 1 && visible[0]?.[0] === entry.keyColumn) return { known: { [entry.keyColumn]: visible[0][1] } };
     if (visible.length === 0) return { known: null };
     return {
@@ -110,23 +115,79 @@ function violationKey(ctx: SyncContext, actor: Actor, pushId: string, violation:
   return { known: null };
 }
 
+/** The rejection as the client is told it: the named row's violation, and its error's message. */
+interface Named {
+  readonly message: string;
+  readonly violation: Violation;
+}
+
 /**
- * The rejected row's key (and a data exception's column) and the operator's note of the
- * rejection (protocol §5.8), in one statement when the key needs the staged rows: the rejection
- * path stays at two round trips. The note is best effort: when it fails (a layout before
- * operator status), the key is looked up alone.
+ * Layout 15 on: the rejected row (its own violation where the search found it) and the operator's
+ * note, in one statement, so the rejection path stays at two round trips. The fast cases need no
+ * search: a violation naming the sync key, or a lookup of its values that finds a row.
  */
-async function rejectedRow(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Violation> {
-  const lookup = violationKey(ctx, actor, pushId, violation, detail);
+async function searchedRow(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Named> {
+  const entry = violation.schema && violation.table ? ctx.catalog.byName(violation.schema, violation.table) : undefined;
+  const visible = entry ? keyedColumns(detail) : null;
+  if (entry && visible?.length === 1 && visible[0]?.[0] === entry.keyColumn) {
+    const named = { message, violation: { ...violation, key: { [entry.keyColumn]: visible[0][1] } } };
+    await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, ...named });
+    return named;
+  }
+  // The later staged row carrying the violation's values (NULL when there are none to look for).
+  const lookup = entry && visible && visible.length > 0
+    ? sql`(SELECT jsonb_build_object(${entry.keyColumn}::text, sync.key_text(c.key_kind, p.key_bytes))
+             FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
+            WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
+              AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(visible))}::jsonb) v
+                               WHERE (p.payload->>v.key) IS DISTINCT FROM v.value)
+            ORDER BY p.row_ordinal DESC LIMIT 1)`
+    : sql`NULL::jsonb`;
+  const base = JSON.stringify(violation);
+  // COALESCE evaluates the search only when the lookup found nothing. Should the search itself
+  // fail (a statement timeout on a huge bundle, a failure that is not the rows'), the rejection
+  // still stands, without a key: a client then narrows it down by pushing halves.
+  const [row] = await ctx.db.query<{ found: (Omit<Violation, 'key'> & { key: Record<string, string> }) | null; message: string }>(sql`
+    WITH l AS (SELECT ${lookup} AS key),
+         f AS (SELECT coalesce((SELECT ${base}::jsonb || jsonb_build_object('key', l.key) FROM l WHERE l.key IS NOT NULL),
+                               sync.first_failing_row(${actor.userId}, ${pushId}::uuid)) AS found),
+         m AS (SELECT f.found - 'message' - 'error_schema' - 'error_table' AS found,
+                      coalesce('the bundle breaks a business constraint: ' || (f.found ->> 'message'), ${message}::text) AS message FROM f)
+    SELECT m.found, m.message, sync.note_outcome(${actor.userId}, ${actor.sourceId}, 'rejection', jsonb_build_object('push_id', ${pushId}::text,
+             'message', m.message, 'violation', coalesce(m.found, ${base}::jsonb || '{"key": null}'))) AS noted
+      FROM m`).catch((error: unknown) => {
+    logEvent('warn', 'rejected_row_search_failed', { push_id: pushId, code: (error as { code?: unknown }).code ?? null });
+    return [];
+  });
+  const found = row?.found;
+  if (!found) return { message, violation: { ...violation, key: null } };
+  const named: Violation = {
+    sqlstate: found.sqlstate,
+    constraint: found.constraint ?? null,
+    schema: found.schema ?? null,
+    table: found.table ?? null,
+    column: found.column ?? null,
+    key: found.key,
+  };
+  return { message: row?.message ?? message, violation: named };
+}
+
+/**
+ * Before layout 15: the rejected row's key (and a data exception's column) and the operator's
+ * note of the rejection (protocol §5.8), in one statement when the key needs the staged rows.
+ * The note is best effort: when it fails (a layout before operator status), the key is looked up
+ * alone.
+ */
+async function legacyRejectedRow(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Named> {
+  const lookup = legacyViolationKey(ctx, actor, pushId, violation, detail);
   if ('known' in lookup) {
     const named = { ...violation, key: lookup.known };
     await noteOutcome(ctx, actor, 'rejection', { push_id: pushId, message, violation: named });
-    return named;
+    return { message, violation: named };
   }
-  const named = (row: { key: string | null; column?: string | null } | undefined): Violation => ({
-    ...violation,
-    column: violation.column ?? row?.column ?? null,
-    key: row?.key ? { [lookup.keyColumn]: row.key } : null,
+  const named = (row: { key: string | null; column?: string | null } | undefined): Named => ({
+    message,
+    violation: { ...violation, column: violation.column ?? row?.column ?? null, key: row?.key ? { [lookup.keyColumn]: row.key } : null },
   });
   const note = JSON.stringify({ push_id: pushId, message, violation });
   try {
@@ -144,6 +205,26 @@ async function rejectedRow(ctx: SyncContext, actor: Actor, pushId: string, messa
   }
 }
 
+/** The row of a push_rejected: searched from layout 15 on, looked up before. */
+function rejectedRow(ctx: SyncContext, actor: Actor, pushId: string, message: string, violation: Omit<Violation, 'key'>, detail: unknown): Promise<Named> {
+  return ctx.catalog.layoutVersion >= ROW_SEARCH_LAYOUT
+    ? searchedRow(ctx, actor, pushId, message, violation, detail)
+    : legacyRejectedRow(ctx, actor, pushId, message, violation, detail);
+}
+
+/** The row finalize_bundle names in an LS413's DETAIL (layout 15 on), as a violation. */
+function tooLargeRow(error: unknown): Violation | null {
+  const detail = (error as { detail?: unknown }).detail;
+  if (typeof detail !== 'string') return null;
+  try {
+    const row = JSON.parse(detail) as { schema?: unknown; table?: unknown; key?: unknown };
+    if (typeof row.schema !== 'string' || typeof row.table !== 'string' || typeof row.key !== 'object' || row.key === null) return null;
+    return { sqlstate: ROW_TOO_LARGE_SQLSTATE, constraint: null, schema: row.schema, table: row.table, column: null, key: row.key as Record<string, string> };
+  } catch {
+    return null;
+  }
+}
+
 export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string): Promise<CommitOutcome> {
   let answer: unknown;
   try {
@@ -153,7 +234,10 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     answer = row?.answer;
   } catch (error) {
     // A committed row no response could carry: the statement failed, so nothing committed.
-    if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);
+    if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) {
+      const violation = tooLargeRow(error);
+      throw new SyncError('payload_too_large', (error as Error).message, violation ? { violation } : {});
+    }
     // The statement bound stopped the commit (under load a large bundle can take longer than the
     // bound, however long the bound is): nothing committed, and the same bundle would stop again.
     // A typed answer that tells the client to split it, never a 503 it would retry without end.
@@ -193,8 +277,7 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
   }
   if (body['error'] === 'push_rejected') {
     const v = body['violation'] as Omit<Violation, 'key'>;
-    const message = String(body['message']);
-    return { kind: 'rejected', message, violation: await rejectedRow(ctx, actor, pushId, message, v, body['_detail']) };
+    return { kind: 'rejected', ...(await rejectedRow(ctx, actor, pushId, String(body['message']), v, body['_detail'])) };
   }
   return { kind: 'committed', answer: unwrap<CommitResponse>(answer) };
 }

@@ -88,6 +88,19 @@ const VALUE_MESSAGES: Record<ValueProblem, (limits: Limits) => string> = {
   non_finite: () => 'a JSON number beyond the double range (such as 1e400) cannot be stored; send NaN and infinities as the strings "NaN", "Infinity", "-Infinity"',
 };
 
+const NOT_REGISTERED = 'is not a registered table';
+const NO_COLUMN = 'has no column';
+
+/**
+ * Whether `error` refuses rows for naming a table or column the catalog does not know: the one
+ * refusal a newer catalog (bootstrap just added them) can turn into an acceptance.
+ */
+export function namesUnknownSchema(error: unknown): boolean {
+  if (!(error instanceof SyncError) || error.code !== 'invalid_request') return false;
+  const details = error.extra['details'];
+  return Array.isArray(details) && details.some((p: RowProblem) => p.message.includes(NOT_REGISTERED) || p.message.includes(` ${NO_COLUMN} `));
+}
+
 function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
@@ -95,7 +108,7 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
   };
   const table = catalog.byName(row.schema, row.table);
   if (!table) {
-    add('table', `${row.schema}.${row.table} is not a registered table`);
+    add('table', `${row.schema}.${row.table} ${NOT_REGISTERED}`);
     return null;
   }
   const [keyColumn, keyValue] = Object.entries(row.key)[0] as [string, string];
@@ -123,7 +136,7 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
       }
       const column = table.columnByName.get(name);
       if (!column) {
-        add(`payload.${name}`, `${row.schema}.${row.table} has no column ${name}`);
+        add(`payload.${name}`, `${row.schema}.${row.table} ${NO_COLUMN} ${name}`);
         continue;
       }
       if (value === null) continue;

@@ -27,7 +27,8 @@ export function netState(status: SyncStatus | null, online: boolean): { state: s
 /** How the first connect of this device went, as the client reports it ("remote authoritative: 12 rows hydrated"). */
 function attachNote(attach: SyncStatus['attach']): string {
   if (attach?.status === 'attached') return `${attach.resolution.replaceAll('_', ' ')}${attach.hydratedRows ? `: ${attach.hydratedRows} rows hydrated` : ''}`;
-  return attach?.status === 'retry_later' ? 'the server is initializing this user' : '';
+  if (attach?.status !== 'retry_later') return '';
+  return attach.reason === 'server_schema_behind' ? 'waiting for the server to publish this app version\'s tables' : 'the server is initializing this user';
 }
 
 export function SyncBar({ shell }: { shell: { state: string; text: string } }) {
