@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUNDLE_BYTES_MAX, INIT_MS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
+import { BUNDLE_BYTES_MAX, INIT_MS_GROSS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
 import { APP_TABLES } from './support/schemas.js';
@@ -144,9 +144,9 @@ describe('built bundles', () => {
     const outcome = JSON.parse(line.slice('RESULT '.length)) as Outcome;
     // Lambda sends both streams to CloudWatch Logs; Powertools writes warnings and errors to stderr.
     outcome.lines = `${stdout}\n${stderr}`.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
-    // `npm run build` enforces the strict init budget on an idle machine; under a loaded test run
-    // this only catches gross regressions (say, work or I/O at import time).
-    expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_MAX * 5);
+    // Only a gross regression (work or I/O at import time) takes seconds, however loaded the
+    // machine; init time itself is measured by the benchmark (bench/cold-start.ts).
+    expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_GROSS_MAX);
     return outcome;
   }
 
