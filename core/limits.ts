@@ -22,6 +22,12 @@ export interface Limits {
   readonly watchDefaultWaitSeconds: number;
   /** Pause between the point reads of one watch long poll. */
   readonly watchPollIntervalMs: number;
+  /**
+   * Time a watch keeps back from its request's deadline (in Lambda: the function's remaining time
+   * less `functionReserveMs`) for its last read and its answer. A wait that the remaining time
+   * cannot hold is cut short and answered `changed: false` (200), never a 503.
+   */
+  readonly watchAnswerReserveMs: number;
   /** Conflicts reported in one push_conflict answer; the client resolves them in one round. */
   readonly maxConflictsPerAnswer: number;
   /**
@@ -141,6 +147,7 @@ export const defaultLimits: Limits = Object.freeze({
   watchMaxWaitSeconds: 25,
   watchDefaultWaitSeconds: 20,
   watchPollIntervalMs: 250,
+  watchAnswerReserveMs: 1_000,
   maxConflictsPerAnswer: 100,
   statementTimeoutMs: 20_000,
   lockTimeoutMs: 10_000,
@@ -202,6 +209,7 @@ export function limitProblems(l: Limits): string[] {
     if (!(av < bv)) problems.push(`${a} (${av}) must be below ${b} (${bv})`);
   }
   if (!(l.dbConnectTimeoutMs < l.requestTimeoutMs)) problems.push(`db_connect_timeout_ms (${l.dbConnectTimeoutMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
+  if (!(l.watchAnswerReserveMs < l.requestTimeoutMs)) problems.push(`watch_answer_reserve_ms (${l.watchAnswerReserveMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
   if (!(l.watchMaxWaitSeconds * 1000 < l.requestTimeoutMs)) problems.push(`watch_max_wait_seconds (${l.watchMaxWaitSeconds}) must end before request_timeout_ms (${l.requestTimeoutMs})`);
   if (!(l.requestTimeoutMs + l.functionReserveMs < API_GATEWAY_TIMEOUT_MS)) problems.push(`request_timeout_ms + function_reserve_ms (${l.requestTimeoutMs + l.functionReserveMs}) must be below API Gateway (${API_GATEWAY_TIMEOUT_MS})`);
   if (l.poolSharePerUserPercent > 100) problems.push('pool_share_per_user_percent is at most 100');

@@ -32,7 +32,7 @@ interface Outcome {
   /** The JSON lines the bundle wrote besides the result: its logs and EMF metrics. */
   lines: Array<Record<string, any>>;
 }
-type Step = { event: unknown; context?: unknown } | { args?: unknown[]; remainingMs?: number };
+type Step = { event: unknown; context?: unknown; remainingMs?: number } | { args?: unknown[]; remainingMs?: number };
 
 /** What Lambda passes a handler besides the event: Powertools reads these into every log line. */
 function lambdaContext(requestId: string, name: string): unknown {
@@ -221,6 +221,19 @@ describe('built bundles', () => {
     expect(pages.steps[0]?.answer.statusCode, JSON.stringify(pages.steps[0]?.answer)).toBe(200);
     expect(JSON.stringify(pages.steps[0]?.answer.json)).toContain('bundled');
     expect(pages.steps[1]?.answer.statusCode).toBe(204);
+  });
+
+  it('watch cuts its wait to the time the function has left and answers 200 unchanged, never 503 (issue 25 item 8)', async () => {
+    // As in the audit: the container has less time left than the wait asks. Before the fix the
+    // wait ran on past the request's deadline and its last read answered 503.
+    const out = await invoke('pull', [
+      { event: httpEvent('GET', '/sync/watch?after_bundle_seq=999&wait_seconds=25', { sub: 'edge-watch' }), remainingMs: 4_000 },
+      { event: httpEvent('GET', '/sync/watch?after_bundle_seq=999&wait_seconds=25', { sub: 'edge-watch' }), remainingMs: 2_000 },
+    ]);
+    for (const step of out.steps) {
+      expect(step.answer.statusCode, JSON.stringify(step.answer)).toBe(200);
+      expect(step.answer.json).toEqual({ latest_bundle_seq: 0, changed: false });
+    }
   });
 
   it('x-lockstep-round-trips counts the cold catalog load of a fresh container, and none when warm', async () => {

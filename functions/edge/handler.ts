@@ -23,6 +23,12 @@ export interface RouteContext {
   /** Aborts when the caller is gone (the local gateway's connection closed); never in Lambda. */
   readonly signal: AbortSignal | undefined;
   /**
+   * When this request must have stopped waiting on the database (epoch ms): request_timeout_ms
+   * from its start, in Lambda never later than the function's remaining time less
+   * function_reserve_ms. A route that waits by choice (watch) ends its wait before it.
+   */
+  readonly deadline: number;
+  /**
    * Marks that this request committed a bundle of `userId`: once the route has answered, the
    * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
    */
@@ -181,6 +187,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
         signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
+        deadline,
         committed: (userId) => void committedUsers.add(userId),
         count: (metric, value) => rt.telemetry.count(metric, value),
       };

@@ -3,7 +3,9 @@
 // after each step records which server backends serve the bundle's pool (pg_stat_activity rows
 // with the bundle's application_name). Prints one line: RESULT <json>.
 //
-// argv[2]: {bundle, steps: [{event, context?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// argv[2]: {bundle, steps: [{event, context?, remainingMs?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// `remainingMs` gives the step's context a getRemainingTimeInMillis that counts down from it, as
+// Lambda's does (a context crosses the process boundary as JSON, which drops functions).
 // Whatever else the bundle writes to stdout (its structured logs and metrics) is left for the test.
 import { pathToFileURL } from 'node:url';
 
@@ -31,10 +33,13 @@ async function backendPids() {
 const steps = [];
 for (const step of plan.steps) {
   let answer;
+  const endsAt = step.remainingMs === undefined ? undefined : Date.now() + step.remainingMs;
+  const countdown = endsAt === undefined ? {} : { getRemainingTimeInMillis: () => Math.max(0, endsAt - Date.now()) };
   if (step.event) {
-    answer = await mod.handler(step.event, step.context);
+    const context = step.context || endsAt !== undefined ? { ...step.context, ...countdown } : undefined;
+    answer = await mod.handler(step.event, context);
   } else {
-    const context = step.remainingMs === undefined ? undefined : { getRemainingTimeInMillis: () => step.remainingMs };
+    const context = endsAt === undefined ? undefined : countdown;
     answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));
   }
   if (answer && typeof answer.body === 'string' && answer.headers?.['content-type'] === 'application/json') {
