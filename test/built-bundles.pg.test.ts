@@ -6,7 +6,7 @@
  * on node-postgres and on the Neon driver (lazily loaded chunks) over a WebSocket forwarder.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -98,6 +98,7 @@ describe('built bundles', () => {
   let t: TestDb;
   let forwarder: WsForwarder;
   let database: string;
+  let plans = 0;
 
   beforeAll(async () => {
     outDir = mkdtempSync(join(tmpdir(), 'lockstep-dist-'));
@@ -133,11 +134,15 @@ describe('built bundles', () => {
       ...options.env,
     };
     const plan = { bundle: join(outDir, name, 'index.mjs'), steps, backends: { adminUrl: t.url, database, applicationName } };
-    const child = spawn(process.execPath, [INVOKER, JSON.stringify(plan)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Through a file: events of megabytes do not fit in one argument.
+    const planFile = join(outDir, `plan-${++plans}.json`);
+    writeFileSync(planFile, JSON.stringify(plan));
+    const child = spawn(process.execPath, [INVOKER, `@${planFile}`], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    // Decoded as a stream: a character split across two chunks stays one character.
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     if (code !== 0 || !line) throw new Error(`${name} bundle process exited ${code}\n${stdout}\n${stderr}`);
@@ -234,6 +239,38 @@ describe('built bundles', () => {
       expect(step.answer.statusCode, JSON.stringify(step.answer)).toBe(200);
       expect(step.answer.json).toEqual({ latest_bundle_seq: 0, changed: false });
     }
+  });
+
+  it('a conflict on a row of 1.1 M CJK characters answers 409 within max_response_bytes as Lambda counts the result (issue 25 item 1)', async () => {
+    // The audit's case: 6,600,985 bytes before (the row twice, three bytes a character), which
+    // Lambda refuses and API Gateway turns into a 500 the client retries forever.
+    const user = 'huge-conflict';
+    for (const source of ['src-1', 'src-2']) {
+      const connected = await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: user, source, body: { has_local_pending_rows: false } }) }]);
+      expect(connected.steps[0]?.answer.statusCode).toBe(200);
+    }
+    const listId = '66666666-6666-4666-8666-666666666666';
+    const huge = '漢字仮名交じり文'.repeat(137_500);
+    const row = (title: string) => ({ schema: 'app', table: 'lists', key: { id: listId }, op: 'INSERT', base_row_version: 0, payload: { id: listId, title, position: 1 } });
+    const sessions: string[] = [];
+    for (const source of ['src-1', 'src-2']) {
+      const created = await invoke('push', [{ event: httpEvent('POST', '/sync/push-sessions', { sub: user, source, body: { source_bundle_id: 1, planned_row_count: 1 } }) }]);
+      sessions.push(created.steps[0]?.answer.json.push_id as string);
+    }
+    const out = await invoke('push', [
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[0]}/chunks`, { sub: user, body: { start_row_ordinal: 0, rows: [row(huge)] } }) },
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[0]}/commit`, { sub: user }) },
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[1]}/chunks`, { sub: user, source: 'src-2', body: { start_row_ordinal: 0, rows: [row('mine')] } }) },
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[1]}/commit`, { sub: user, source: 'src-2' }) },
+    ]);
+    expect(out.steps.map((st) => st.answer.statusCode), JSON.stringify(out.steps.map((st) => st.answer.json?.error))).toEqual([200, 200, 200, 409]);
+    const answer = out.steps[3]?.answer as Answer;
+    const { json: _parsed, ...result } = answer;
+    // What Lambda counts: the serialized result, its body escaped inside it.
+    expect(Buffer.byteLength(JSON.stringify(result))).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(answer.json).toMatchObject({ error: 'push_conflict', conflict_count: 1, conflict: { server_row: null, server_row_omitted: true } });
+    const title = answer.json.conflicts[0].server_row.title as string;
+    expect(title === huge).toBe(true);
   });
 
   it('x-lockstep-round-trips counts the cold catalog load of a fresh container, and none when warm', async () => {

@@ -3,9 +3,11 @@
  * map the outcome. Routes stay thin: they validate input and call the core.
  */
 import { SyncError } from '../../core/errors.js';
-import { type Limits } from '../../core/limits.js';
+import { defaultLimits, type Limits } from '../../core/limits.js';
 import { type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
+import { pageBudgetBytes } from '../../core/sync/context.js';
+import { fitBody } from './answer-budget.js';
 import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
@@ -155,6 +157,15 @@ function finishRequest(telemetry: Telemetry, started: number, route: string, ans
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
 
+/**
+ * The answer within the byte budget of every answer (answer-budget.ts): the same budget, in the
+ * same escaped bytes, as the pages PostgreSQL renders.
+ */
+function budgeted(answer: EdgeAnswer, limits: Limits): EdgeAnswer {
+  const body = fitBody(answer.body, pageBudgetBytes(limits));
+  return body === answer.body ? answer : { ...answer, body };
+}
+
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
   return async (event, context) => {
     const started = Date.now();
@@ -192,7 +203,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         count: (metric, value) => rt.telemetry.count(metric, value),
       };
       const committedUsers = new Set<string>();
-      const answer = await route.run(request, ctx);
+      const answer = budgeted(await route.run(request, ctx), limits);
       for (const userId of committedUsers) await notifyCommitted(rt, requestDb, userId);
       // The database answered this request: record what an outage kept from it (rarely anything).
       if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
@@ -202,7 +213,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
       runtime?.noteError(error);
-      const answer = errorAnswer(error, retryAfterSeconds);
+      const answer = budgeted(errorAnswer(error, retryAfterSeconds), runtime?.config.limits ?? defaultLimits);
       const roundTrips = db?.roundTrips.count ?? 0;
       finishRequest(runtime?.telemetry ?? consoleTelemetry, started, routeName, answer, roundTrips, actor.userId, error);
       return toHttp(answer, roundTrips);

@@ -3,13 +3,16 @@
 // after each step records which server backends serve the bundle's pool (pg_stat_activity rows
 // with the bundle's application_name). Prints one line: RESULT <json>.
 //
-// argv[2]: {bundle, steps: [{event, context?, remainingMs?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// argv[2]: the plan, or @<file> holding it: {bundle, steps: [{event, context?, remainingMs?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
 // `remainingMs` gives the step's context a getRemainingTimeInMillis that counts down from it, as
 // Lambda's does (a context crosses the process boundary as JSON, which drops functions).
 // Whatever else the bundle writes to stdout (its structured logs and metrics) is left for the test.
+import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
-const plan = JSON.parse(process.argv[2] ?? '{}');
+// `@<file>`: the plan is in that file (an argument is at most 128 KiB on Linux; events are not).
+const arg = process.argv[2] ?? '{}';
+const plan = JSON.parse(arg.startsWith('@') ? readFileSync(arg.slice(1), 'utf8') : arg);
 const importStarted = performance.now();
 const mod = await import(pathToFileURL(plan.bundle).href);
 const importMs = performance.now() - importStarted;
@@ -49,6 +52,6 @@ for (const step of plan.steps) {
 }
 
 await admin?.end();
-process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`);
-// The handler's pool keeps idle connections open for warm invocations; a test process ends here.
-process.exit(0);
+// The handler's pool keeps idle connections open for warm invocations; a test process ends here,
+// once the result (megabytes, for some answers) has gone down the pipe.
+process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`, () => process.exit(0));
