@@ -5,13 +5,16 @@
  *   query; the access log format leaves query strings out) and records the connection id for the
  *   user in `sync.ws_connections`. 401 refuses the upgrade; 429 over the per-user cap.
  * - `$disconnect`: forgets the connection.
- * - `$default`: the client's keepalive pings; nothing to answer.
+ * - `$default`: the client's keepalive pings (`{"type":"ping","latest_bundle_seq":n}`). When the
+ *   user's latest bundle is past the device's `n` (a notification that never arrived: the
+ *   management API refused or timed out), the answer is a `changed` message, which the route's
+ *   response sends back on the socket: the device learns of the commit within one ping interval.
  * Commits post `{"type":"changed","latest_bundle_seq":n}` to the user's connections
  * (functions/edge/ws-notifier.ts).
  */
-import { SOURCE_ID_PATTERN, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from '../core/protocol/index.js';
+import { PingMessage, SOURCE_ID_PATTERN, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
 import { SyncError } from '../core/errors.js';
-import { dropConnections, registerConnection, requireNotifyLayout } from '../core/sync/notify/connections.js';
+import { connectionLatest, dropConnections, registerConnection, requireNotifyLayout } from '../core/sync/notify/connections.js';
 import { errorAnswer } from './edge/http.js';
 import { isStorableUserId } from './edge/request.js';
 import { tokenVerifier, type TokenVerifier } from './edge/jwt.js';
@@ -31,6 +34,22 @@ export interface WsResult {
   readonly body?: string;
 }
 
+/** A ping's answer: the user's latest bundle when the device is behind it, else nothing. */
+async function answerPing(db: Parameters<typeof connectionLatest>[0], connectionId: string, body: string | null | undefined): Promise<WsResult> {
+  let ping: PingMessage | undefined;
+  try {
+    const parsed = PingMessage.safeParse(JSON.parse(body ?? ''));
+    if (parsed.success) ping = parsed.data;
+  } catch {
+    // Not JSON: a keepalive of another shape, nothing to answer.
+  }
+  if (!ping) return { statusCode: 200 };
+  const latest = await connectionLatest(db, connectionId);
+  if (latest === null || (ping.latest_bundle_seq !== undefined && latest <= ping.latest_bundle_seq)) return { statusCode: 200 };
+  const message: ChangedMessage = { type: 'changed', latest_bundle_seq: latest };
+  return { statusCode: 200, body: JSON.stringify(message) };
+}
+
 export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFromEnv): (event: WsEvent, context?: object) => Promise<WsResult> {
   let verifier: TokenVerifier | null | undefined;
   return async (event, context) => {
@@ -45,6 +64,7 @@ export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFrom
         await dropConnections(db, [connectionId]);
         return { statusCode: 200 };
       }
+      if (routeKey === '$default') return await answerPing(db, connectionId, event.body);
       if (routeKey !== '$connect') return { statusCode: 200 };
       verifier ??= tokenVerifier(runtime.config.jwt);
       if (!verifier) throw new SyncError('service_unavailable', 'no token verification is configured (SYNC_JWT_ISSUER, SYNC_JWKS_URL or SYNC_JWT_SECRET)');

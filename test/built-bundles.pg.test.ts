@@ -439,6 +439,63 @@ describe('built bundles', () => {
     }
   });
 
+  it('a refused notification is logged and counted (NotificationFailures), and the device learns of the commit at its next ping (issue 25 item 4)', async () => {
+    const { generateKeyPair, exportJWK, SignJWT } = await import('jose');
+    const { publicKey, privateKey } = await generateKeyPair('RS256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] };
+    // The issuer's JWKS, and a management API that refuses every post (a role without
+    // execute-api:ManageConnections): the audit's 403, which left no trace at all.
+    const server = createServer((req, res) => {
+      req.resume().on('end', () => {
+        if (req.url === '/.well-known/jwks.json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
+        res.writeHead(403, { 'content-type': 'application/json' }).end('{"message":"Forbidden"}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const issuer = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const user = 'ws-refused-user';
+    const token = await new SignJWT({ sub: user }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience('lockstep').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+    const wsEvent = (routeKey: string, body?: unknown, query?: Record<string, string>) => ({
+      requestContext: { routeKey, connectionId: 'conn-refused', eventType: 'MESSAGE', stage: 'live', domainName: 'ws.example.test', requestId: 'r-refused' },
+      ...(query ? { queryStringParameters: query } : {}),
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      isBase64Encoded: false,
+    });
+    const wsEnv = { SYNC_JWT_ISSUER: issuer, SYNC_JWT_AUDIENCE: 'lockstep' };
+    try {
+      const connected = await invoke('ws', [{ event: wsEvent('$connect', undefined, { token, source_id: 'src-ws' }) }], { env: wsEnv });
+      expect(connected.steps[0]?.answer['statusCode']).toBe(200);
+      await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: user, source: 'src-ws', body: { has_local_pending_rows: false } }) }]);
+      const create = await invoke('push', [{ event: httpEvent('POST', '/sync/push-sessions', { sub: user, source: 'src-ws', body: { source_bundle_id: 1, planned_row_count: 1 } }) }]);
+      const pushId = create.steps[0]?.answer.json.push_id as string;
+      const listId = '77777777-7777-4777-8777-777777777777';
+      const awsEnv = { SYNC_WS_ENDPOINT: `${issuer}/live`, AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIDTEST', AWS_SECRET_ACCESS_KEY: 'secret' };
+      const pushed = await invoke('push', [
+        { event: httpEvent('POST', `/sync/push-sessions/${pushId}/chunks`, { sub: user, source: 'src-ws', body: { start_row_ordinal: 0, rows: [{ schema: 'app', table: 'lists', key: { id: listId }, op: 'INSERT', base_row_version: 0, payload: { id: listId, title: 'unheard', position: 1 } }] } }) },
+        { event: httpEvent('POST', `/sync/push-sessions/${pushId}/commit`, { sub: user, source: 'src-ws' }), context: lambdaContext('aws-req-notify', 'push') },
+      ], { env: awsEnv });
+      // The commit stands; its failed notification is a warning with the status, and a metric.
+      expect(pushed.steps[1]?.answer.statusCode).toBe(200);
+      expect(pushed.lines.find((l) => l['event'] === 'notification_failed')).toMatchObject({
+        level: 'WARN', function_request_id: 'aws-req-notify', user_id: user, failed: 1, posted: 0, statuses: { 403: 1 },
+      });
+      expect(emfMetrics(pushed.lines)).toContainEqual({ dims: { service: 'lockstep' }, values: { Commits: 1, CommittedRows: 1, NotificationFailures: 1 } });
+
+      // The device's next keepalive says what it has heard of; the answer tells it what it missed.
+      const pings = await invoke('ws', [
+        { event: wsEvent('$default', { type: 'ping', latest_bundle_seq: 0 }) },
+        { event: wsEvent('$default', { type: 'ping', latest_bundle_seq: 1 }) },
+        { event: wsEvent('$default', { type: 'ping' }) },
+      ], { env: wsEnv });
+      const [behind, current, legacy] = pings.steps.map((st) => st.answer as { statusCode: number; body?: string });
+      expect(behind).toEqual({ statusCode: 200, body: JSON.stringify({ type: 'changed', latest_bundle_seq: 1 }) });
+      expect(current).toEqual({ statusCode: 200 });
+      expect(JSON.parse(legacy?.body ?? '{}')).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+    } finally {
+      server.close();
+    }
+  });
+
   it('request bundles carry the layout version, not the install SQL; bootstrap carries it', () => {
     const text = (name: FunctionName): string => {
       const dir = join(outDir, name);

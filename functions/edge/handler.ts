@@ -137,8 +137,9 @@ async function notifyCommitted(runtime: Runtime, db: Db, userId: string): Promis
     if ((await runtime.catalog(db)).layoutVersion < NOTIFY_LAYOUT_VERSION) return;
     await runtime.notifier.committed(db, userId);
   } catch (error) {
+    // The connections could not even be read (the notifier reports failed posts itself).
     runtime.telemetry.count('NotificationFailures');
-    runtime.telemetry.log('error', 'notification_failed', { message: (error as Error).message });
+    runtime.telemetry.log('warn', 'notification_failed', { user_id: userId, message: (error as Error).message });
   }
 }
 

@@ -31,7 +31,7 @@ export type MetricName =
   | 'CommitOutcomeUnknown'
   /** Answers 500: a defect, logged with its stack. */
   | 'InternalErrors'
-  /** Commits whose WebSocket notification could not be posted (the commit stands). */
+  /** WebSocket notifications of commits that could not be posted (the commit stands). */
   | 'NotificationFailures';
 
 /** How a request ended, for its log line. */
