@@ -127,6 +127,12 @@ export interface Limits {
    * reads it again at once.
    */
   readonly secretRefreshSeconds: number;
+  /**
+   * After a failed read of the database secret (refused, throttled, unreachable), how long a
+   * container waits before reading again: it keeps serving on the secret it holds meanwhile, and
+   * one that holds none answers 503 with this Retry-After instead of calling the service again.
+   */
+  readonly secretRetryAfterFailureSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -175,6 +181,7 @@ export const defaultLimits: Limits = Object.freeze({
   maxStagedBytesPerUser: 256 * 1024 * 1024,
   maintenanceIntervalSeconds: 60,
   secretRefreshSeconds: 300,
+  secretRetryAfterFailureSeconds: 30,
 });
 
 /**

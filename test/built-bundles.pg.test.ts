@@ -14,6 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUNDLE_BYTES_MAX, INIT_MS_GROSS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
+import { secretEnv, secretsManagerStandIn } from './support/secrets-manager.js';
+import { startTlsEndpoint } from './support/tls-endpoint.js';
 import { APP_TABLES } from './support/schemas.js';
 import { LAYOUT_VERSION } from '../core/layout/version.js';
 
@@ -493,6 +495,26 @@ describe('built bundles', () => {
       expect(JSON.parse(legacy?.body ?? '{}')).toEqual({ type: 'changed', latest_bundle_seq: 1 });
     } finally {
       server.close();
+    }
+  });
+
+  it('an RDS-managed secret ({username, password} only) reaches the database at DatabaseHost over verified TLS (issue 25 item 5)', async () => {
+    const url = new URL(t.url);
+    const tls = await startTlsEndpoint(url.hostname, Number(url.port));
+    const standIn = await secretsManagerStandIn(JSON.stringify({ username: url.username, password: decodeURIComponent(url.password) }));
+    try {
+      const env = { ...secretEnv(standIn), DATABASE_HOST: tls.host, DATABASE_NAME: database, NODE_EXTRA_CA_CERTS: tls.certFile };
+      const out = await invoke('meta', [{ event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) }], { env });
+      expect(out.steps[0]?.answer.statusCode, JSON.stringify(out.steps[0]?.answer)).toBe(200);
+      expect(tls.tlsSessions()).toBeGreaterThan(0);
+      expect(tls.plainAttempts()).toBe(0);
+      // Without the endpoint's certificate trusted, no connection is made (never in the clear).
+      const untrusted = await invoke('meta', [{ event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) }], { env: { ...env, NODE_EXTRA_CA_CERTS: '' } });
+      expect(untrusted.steps[0]?.answer.statusCode).toBe(503);
+      expect(tls.plainAttempts()).toBe(0);
+    } finally {
+      await standIn.close();
+      await tls.close();
     }
   });
 

@@ -31,4 +31,28 @@ describe.skipIf(skip)('the template as deployed', () => {
     expect(d.resources['PushFunction']?.Properties['Environment'].Variables.POWERTOOLS_SERVICE_NAME).toBe('lockstep');
     expect(alarm).toMatchObject({ Namespace: 'Lockstep', MetricName: 'NotificationFailures', Dimensions: [{ Name: 'service', Value: 'lockstep' }] });
   });
+
+  it('reads an RDS-managed secret at DatabaseHost with TLS, and may decrypt it with the given KMS key only (issue 25 item 5)', () => {
+    const secretArn = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds!db-1';
+    const keyArn = 'arn:aws:kms:eu-west-1:123456789012:key/1234';
+    const d = stack({ DatabaseSecretArn: secretArn, DatabaseHost: 'proxy.proxy-abc.eu-west-1.rds.amazonaws.com', DatabaseSecretKmsKeyArn: keyArn });
+    const roles = ofType(d, 'AWS::IAM::Role');
+    expect(roles.length).toBeGreaterThan(0);
+    for (const [id, role] of roles) {
+      const statements = (role['Policies'] as any[]).flatMap((p) => p.PolicyDocument.Statement);
+      expect(statements, id).toContainEqual({ Effect: 'Allow', Action: 'secretsmanager:GetSecretValue', Resource: secretArn });
+      expect(statements, id).toContainEqual({ Effect: 'Allow', Action: 'kms:Decrypt', Resource: keyArn, Condition: { StringEquals: { 'kms:ViaService': 'secretsmanager.eu-west-1.amazonaws.com' } } });
+    }
+    for (const [id, fn] of ofType(d, 'AWS::Lambda::Function')) {
+      expect(fn['Environment'].Variables, id).toMatchObject({ DATABASE_SECRET_ID: secretArn, DATABASE_HOST: 'proxy.proxy-abc.eu-west-1.rds.amazonaws.com', DATABASE_SSLMODE: 'verify-full', DATABASE_URL: '' });
+    }
+    expect(d.resources['DatabaseSecretReadAlarm']?.Properties).toMatchObject({ MetricName: 'DatabaseSecretReadFailures', Dimensions: [{ Name: 'service', Value: 'lockstep' }] });
+
+    // The default key needs no grant; without a secret there is nothing to read or decrypt.
+    for (const params of [{ DatabaseSecretArn: secretArn }, { DatabaseUrl: 'postgres://u:p@h/d' }]) {
+      const plain = stack(params);
+      for (const [id, role] of ofType(plain, 'AWS::IAM::Role')) expect(JSON.stringify(role), id).not.toContain('kms:Decrypt');
+    }
+    expect(stack({ DatabaseUrl: 'postgres://u:p@h/d' }).resources['DatabaseSecretReadAlarm']).toBeUndefined();
+  });
 });

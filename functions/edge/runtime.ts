@@ -114,7 +114,7 @@ export function runtimeFromEnv(): Promise<Runtime> {
     const telemetry = powertoolsTelemetry();
     setLogSink(telemetry.log);
     const config = loadConfig();
-    const { pool, secret } = await openDatabase(config, config.dbPoolMax);
+    const { pool, secret } = await openDatabase(config, config.dbPoolMax, process.env, () => telemetry.count('DatabaseSecretReadFailures'));
     // In AWS the WebSocket API's management endpoint, when deployed, gets every commit's notice.
     const notifier = config.wsEndpoint
       ? managementApiNotifier({
