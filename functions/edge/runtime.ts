@@ -60,6 +60,7 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
   const db = new Db(pool, {
     statementTimeoutMs: limits.statementTimeoutMs,
     lockTimeoutMs: limits.lockTimeoutMs,
+    idleInTransactionTimeoutMs: limits.idleInTransactionTimeoutMs,
     queryTimeoutMs: limits.queryTimeoutMs,
     connectTimeoutMs: limits.dbConnectTimeoutMs,
   }, undefined, share);
