@@ -87,8 +87,8 @@ export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TAB
 /**
  * Creates the app schema in the database at `url` and bootstraps it over a direct connection of
  * its own (for tests whose database is not the shared test server's, or is reached directly).
+ * `roleBounds`: bootstrap also sets the role's timeouts in the database (RoleTimeouts=on).
  */
-/** `roleBounds`: bootstrap also sets the role's timeouts in the database (RoleTimeouts=on). */
 export async function bootstrapAppSchema(url: string, bounds?: TimeBounds, roleBounds = false): Promise<void> {
   const setup = new pg.Client({ connectionString: url });
   await setup.connect();
