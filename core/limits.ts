@@ -133,6 +133,22 @@ export interface Limits {
    * one that holds none answers 503 with this Retry-After instead of calling the service again.
    */
   readonly secretRetryAfterFailureSeconds: number;
+  /**
+   * Tries of the bootstrap function's answer to CloudFormation (a PUT to the pre-signed
+   * ResponseURL), the pause doubling from `cloudFormationResponseRetryMs`: a lost answer leaves
+   * the stack waiting until the custom resource's ServiceTimeout.
+   */
+  readonly cloudFormationResponseAttempts: number;
+  readonly cloudFormationResponseRetryMs: number;
+  /** How long the WebSocket `$connect` waits for the issuer's JWKS before answering 503. */
+  readonly jwksTimeoutMs: number;
+  /** How long a fetched JWKS is used before it is fetched again (a token with an unknown key fetches sooner). */
+  readonly jwksRefreshSeconds: number;
+  /**
+   * After a failed fetch of the JWKS, how long before the next try: the last good JWKS is used
+   * meanwhile, and without one `$connect` answers 503 with this Retry-After.
+   */
+  readonly jwksRetryAfterFailureSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -182,6 +198,11 @@ export const defaultLimits: Limits = Object.freeze({
   maintenanceIntervalSeconds: 60,
   secretRefreshSeconds: 300,
   secretRetryAfterFailureSeconds: 30,
+  cloudFormationResponseAttempts: 6,
+  cloudFormationResponseRetryMs: 1_000,
+  jwksTimeoutMs: 3_000,
+  jwksRefreshSeconds: 600,
+  jwksRetryAfterFailureSeconds: 30,
 });
 
 /**

@@ -3,7 +3,7 @@
 // after each step records which server backends serve the bundle's pool (pg_stat_activity rows
 // with the bundle's application_name). Prints one line: RESULT <json>.
 //
-// argv[2]: the plan, or @<file> holding it: {bundle, steps: [{event, context?, remainingMs?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// argv[2]: the plan, or @<file> holding it: {bundle, steps: [{event, context?, remainingMs?} | {args, remainingMs} | {sleepMs}], backends?: {adminUrl, database, applicationName}}
 // `remainingMs` gives the step's context a getRemainingTimeInMillis that counts down from it, as
 // Lambda's does (a context crosses the process boundary as JSON, which drops functions).
 // Whatever else the bundle writes to stdout (its structured logs and metrics) is left for the test.
@@ -36,14 +36,24 @@ async function backendPids() {
 const steps = [];
 for (const step of plan.steps) {
   let answer;
+  // A pause between invocations of the same warm container (time passing for its caches).
+  if (step.sleepMs !== undefined) {
+    await new Promise((resolve) => setTimeout(resolve, step.sleepMs));
+    continue;
+  }
   const endsAt = step.remainingMs === undefined ? undefined : Date.now() + step.remainingMs;
   const countdown = endsAt === undefined ? {} : { getRemainingTimeInMillis: () => Math.max(0, endsAt - Date.now()) };
-  if (step.event) {
-    const context = step.context || endsAt !== undefined ? { ...step.context, ...countdown } : undefined;
-    answer = await mod.handler(step.event, context);
-  } else {
-    const context = endsAt === undefined ? undefined : countdown;
-    answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));
+  try {
+    if (step.event) {
+      const context = step.context || endsAt !== undefined ? { ...step.context, ...countdown } : undefined;
+      answer = await mod.handler(step.event, context);
+    } else {
+      const context = endsAt === undefined ? undefined : countdown;
+      answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));
+    }
+  } catch (error) {
+    // What Lambda would record as the invocation's error (and, for an asynchronous one, retry).
+    answer = { thrown: String(error?.message ?? error) };
   }
   if (answer && typeof answer.body === 'string' && answer.headers?.['content-type'] === 'application/json') {
     answer = { ...answer, json: JSON.parse(answer.body) };
