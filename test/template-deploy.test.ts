@@ -4,9 +4,10 @@
  * evaluated (test/support/sam.ts). Each claim infra/README.md makes about what a deploy creates
  * is checked here on that result, not on the template's text.
  */
+import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROPERTY_ENV } from '../functions/bootstrap.js';
-import { deploy, REQUIRED_PARAMETERS, samTranslatorAvailable, transformAll, type Deployed } from './support/sam.js';
+import { deploy, REQUIRED_PARAMETERS, samTranslatorAvailable, TEMPLATE, transformAll, type Deployed } from './support/sam.js';
 import { missing } from './support/prerequisites.js';
 
 const skip = missing('cfn-lint') || !samTranslatorAvailable();
@@ -50,6 +51,8 @@ const DEPLOYS: Array<Record<string, string>> = [
   SETTINGS_BASE,
   VPC,
   { ...VPC, VpcEgress: 'nat' },
+  { PullReservedConcurrency: '50', WsReservedConcurrency: '20' },
+  { ApiGatewayLogRole: 'existing' },
 ];
 
 function ofType(d: Deployed, type: string): Array<[string, Record<string, any>]> {
@@ -80,8 +83,9 @@ describe.skipIf(skip)('the template as deployed', () => {
     const secretArn = SECRET;
     const keyArn = KEY;
     const d = stack({ DatabaseSecretArn: secretArn, DatabaseHost: 'proxy.proxy-abc.eu-west-1.rds.amazonaws.com', DatabaseSecretKmsKeyArn: keyArn });
-    const roles = ofType(d, 'AWS::IAM::Role');
-    expect(roles.length).toBeGreaterThan(0);
+    // The functions' roles (API Gateway's logging role has nothing to do with the secret).
+    const roles = ofType(d, 'AWS::IAM::Role').filter(([, r]) => JSON.stringify(r['AssumeRolePolicyDocument']).includes('lambda.amazonaws.com'));
+    expect(roles.map(([id]) => id).sort()).toEqual(['BootstrapFunctionRole', 'FunctionRole', 'PushFunctionRole']);
     for (const [id, role] of roles) {
       const statements = (role['Policies'] as any[]).flatMap((p) => p.PolicyDocument.Statement);
       expect(statements, id).toContainEqual({ Effect: 'Allow', Action: 'secretsmanager:GetSecretValue', Resource: secretArn });
@@ -139,5 +143,40 @@ describe.skipIf(skip)('the template as deployed', () => {
     expect(stack().ruleFailures).toEqual([]);
     const statements = (stack().resources['BootstrapFunctionRole']?.Properties['Policies'] as any[]).flatMap((p) => p.PolicyDocument.Statement);
     expect(statements).toContainEqual({ Effect: 'Allow', Action: 'cloudformation:DescribeStacks', Resource: expect.stringMatching(/^arn:aws:cloudformation:eu-west-1:123456789012:stack\/lockstep\//) });
+  });
+
+  it('reserves concurrency per function, only where asked, and watches only this stack\'s functions for throttles; the WebSocket API logs and alarms (issue 25 item 9)', () => {
+    // Globals reserve nothing: a reservation there was one per function (eight times N).
+    const text = readFileSync(TEMPLATE, 'utf8');
+    expect(text.slice(text.indexOf('\nGlobals:'), text.indexOf('\nResources:'))).not.toContain('ReservedConcurrentExecutions');
+    const functions = (d: Deployed) => Object.fromEntries(ofType(d, 'AWS::Lambda::Function').map(([id, p]) => [id, p['ReservedConcurrentExecutions']]));
+    expect(Object.values(functions(stack())).every((r) => r === undefined)).toBe(true);
+    const capped = functions(stack({ PullReservedConcurrency: '50', WsReservedConcurrency: '20' }));
+    expect(Object.entries(capped).filter(([, r]) => r !== undefined)).toEqual([['PullFunction', '50'], ['WsFunction', '20']]);
+
+    const d = stack();
+    // Throttles of the stack's own eight functions, by name: not the account's (a metric without a
+    // FunctionName dimension).
+    const alarm = d.resources['ThrottleAlarm']?.Properties ?? {};
+    expect(alarm['MetricName']).toBeUndefined();
+    const stats = (alarm['Metrics'] as any[]).filter((m) => m.MetricStat);
+    const names = stats.map((m) => m.MetricStat.Metric.Dimensions.map((dim: any) => `${dim.Name}=${dim.Value}`).join()).sort();
+    const fnIds = ofType(d, 'AWS::Lambda::Function').map(([id]) => id);
+    expect(names).toEqual(fnIds.map((id) => `FunctionName=<${id}>`).sort());
+    expect(fnIds).toHaveLength(8);
+    expect((alarm['Metrics'] as any[]).find((m) => m.ReturnData)?.Expression).toMatch(/^SUM\(\[/);
+
+    // The WebSocket API writes access logs, through the account's API Gateway logging role,
+    // which the stack sets unless told the account has one, and alarms on its execution errors.
+    const stage = d.resources['WebSocketStage']?.Properties ?? {};
+    expect(stage['AccessLogSettings'].DestinationArn).toBe('<WebSocketAccessLogGroup.Arn>');
+    expect(d.resources['WebSocketAccessLogGroup']?.Properties['RetentionInDays']).toBe('30');
+    expect(stage['Description']).toContain('<ApiGatewayAccount>');
+    expect(d.resources['ApiGatewayAccount']?.Properties).toEqual({ CloudWatchRoleArn: '<ApiGatewayCloudWatchRole.Arn>' });
+    const existing = stack({ ApiGatewayLogRole: 'existing' });
+    expect(existing.resources['ApiGatewayAccount']).toBeUndefined();
+    expect(existing.resources['WebSocketStage']?.Properties['AccessLogSettings']).toBeDefined();
+    expect(d.resources['WebSocketErrorAlarm']?.Properties).toMatchObject({ Namespace: 'AWS/ApiGateway', MetricName: 'ExecutionError',
+      Dimensions: [{ Name: 'ApiId', Value: '<WebSocketApi>' }, { Name: 'Stage', Value: '<WebSocketStage>' }] });
   });
 });

@@ -234,7 +234,7 @@ describe('infra/template.yaml', () => {
 
   it('alarms on 5xx, throttles, maintenance failures (dead letters too) and refused database credentials; logs and throttles the API (issue 17 item 6)', () => {
     const alarms = Object.entries(template.Resources).filter(([, r]) => r.Type === 'AWS::CloudWatch::Alarm');
-    expect(alarms.map(([id]) => id).sort()).toEqual(['Api5xxAlarm', 'DatabaseAuthenticationAlarm', 'MaintenanceDeadLetterAlarm', 'MaintenanceErrorAlarm', 'NotificationFailuresAlarm', 'ThrottleAlarm', 'DatabaseSecretReadAlarm', 'JwksUnavailableAlarm'].sort());
+    expect(alarms.map(([id]) => id).sort()).toEqual(['Api5xxAlarm', 'DatabaseAuthenticationAlarm', 'MaintenanceDeadLetterAlarm', 'MaintenanceErrorAlarm', 'NotificationFailuresAlarm', 'ThrottleAlarm', 'DatabaseSecretReadAlarm', 'JwksUnavailableAlarm', 'WebSocketErrorAlarm'].sort());
     for (const [id, r] of alarms) expect(r.Properties?.['AlarmActions'], id).toEqual({ 'Fn::If': ['HasAlarmTopic', [{ Ref: 'AlarmTopicArn' }], { Ref: 'AWS::NoValue' }] });
     // Every function's log group counts the line functions/edge/database.ts writes.
     const filters = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Logs::MetricFilter');

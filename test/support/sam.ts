@@ -47,6 +47,9 @@ const PSEUDO: Record<string, string> = {
 };
 const NO_VALUE = Symbol('AWS::NoValue');
 
+/** A value as Fn::Equals compares it: numbers and booleans as their text. */
+const scalar = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? `s:${String(v)}` : JSON.stringify(v));
+
 const transformed = new Map<string, Record<string, any>>();
 
 /**
@@ -117,7 +120,8 @@ export function deploy(parameters: Record<string, string>, template = TEMPLATE):
         case 'Ref': return ref(arg as string);
         case 'Condition': return condition(arg as string);
         case 'Fn::If': return condition(arg[0]) ? evaluate(arg[1]) : evaluate(arg[2]);
-        case 'Fn::Equals': return JSON.stringify(evaluate(arg[0])) === JSON.stringify(evaluate(arg[1]));
+        // CloudFormation compares parameter values as strings: `!Equals [!Ref N, 0]` with N = "0".
+        case 'Fn::Equals': return scalar(evaluate(arg[0])) === scalar(evaluate(arg[1]));
         case 'Fn::Not': return !evaluate(arg[0]);
         case 'Fn::And': return (arg as unknown[]).every((a) => evaluate(a));
         case 'Fn::Or': return (arg as unknown[]).some((a) => evaluate(a));
