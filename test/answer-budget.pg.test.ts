@@ -206,8 +206,10 @@ describe('fitBody', () => {
     expect(cut.conflicts[0]?.server_row).toEqual(row(1).server_row);
     // The input is untouched.
     expect(big.conflicts).toHaveLength(3);
-    // Nothing left to cut: a marked stub inside the budget.
-    expect(fitBody({ error: 'internal_error', message: 'm', keys: Array.from({ length: 200 }, (_, i) => i) }, 100)).toEqual({
+    // Nothing left to cut: as it is while Lambda carries it, a marked stub beyond.
+    const uncuttable = { error: 'internal_error', message: 'm', keys: Array.from({ length: 200 }, (_, i) => i) };
+    expect(fitBody(uncuttable, 100, 10_000)).toEqual(uncuttable);
+    expect(fitBody(uncuttable, 100)).toEqual({
       error: 'internal_error', message: 'the answer did not fit max_response_bytes and was left out', answer_omitted: true,
     });
   });

@@ -15,7 +15,9 @@
  *    `server_row_version`), `payload: null` with `payload_omitted: true`; the copy of the first
  *    conflict in `conflict` goes before the one in `conflicts`;
  * 3. long texts (messages, details) are shortened, marked `<field>_truncated: true`.
- * Pages rendered by PostgreSQL (`RawJson`) are budgeted where they are built and pass as they are.
+ * What has nothing left to cut (capabilities under a test's tiny limit) goes as it is while Lambda
+ * can still carry it (`hardBytes`), and as a marked stub beyond. Pages rendered by PostgreSQL
+ * (`RawJson`) are budgeted where they are built and pass as they are.
  */
 import { jsonStringBytes } from '../../core/protocol/wire-bytes.js';
 import { type RawJson } from '../../core/sync/index.js';
@@ -113,9 +115,10 @@ function shrink(c: Candidate, over: number): number {
 
 /**
  * `body` cut to `budgetBytes` escaped bytes (what Lambda counts for the result's body), or as it
- * is when it fits. Never changes `body` itself.
+ * is when it fits. Never changes `body` itself. `hardBytes`: what Lambda itself accepts; an
+ * answer still over the budget once nothing is left to cut goes as it is up to that.
  */
-export function fitBody(body: unknown, budgetBytes: number): unknown {
+export function fitBody(body: unknown, budgetBytes: number, hardBytes = budgetBytes): unknown {
   if (body === undefined || isRaw(body) || !isObject(body)) return body;
   let size = escapedBytes(body);
   if (size <= budgetBytes) return body;
@@ -129,8 +132,8 @@ export function fitBody(body: unknown, budgetBytes: number): unknown {
     size -= shrink(c, size - budgetBytes);
   }
   size = escapedBytes(out);
-  if (size <= budgetBytes) return out;
-  // Nothing left to cut (keys and numbers alone over the budget): say so, within it.
+  if (size <= Math.max(budgetBytes, hardBytes)) return out;
+  // Nothing left to cut, and more than Lambda carries: say so, within the budget.
   return {
     ...(typeof out['error'] === 'string' ? { error: out['error'] } : {}),
     message: 'the answer did not fit max_response_bytes and was left out',

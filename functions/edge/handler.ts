@@ -3,7 +3,7 @@
  * map the outcome. Routes stay thin: they validate input and call the core.
  */
 import { SyncError } from '../../core/errors.js';
-import { defaultLimits, type Limits } from '../../core/limits.js';
+import { defaultLimits, LAMBDA_PAYLOAD_BYTES_MAX, type Limits } from '../../core/limits.js';
 import { type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
 import { pageBudgetBytes } from '../../core/sync/context.js';
@@ -163,7 +163,7 @@ const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
  * same escaped bytes, as the pages PostgreSQL renders.
  */
 function budgeted(answer: EdgeAnswer, limits: Limits): EdgeAnswer {
-  const body = fitBody(answer.body, pageBudgetBytes(limits));
+  const body = fitBody(answer.body, pageBudgetBytes(limits), LAMBDA_PAYLOAD_BYTES_MAX - limits.responseEnvelopeBytes);
   return body === answer.body ? answer : { ...answer, body };
 }
 
