@@ -2,14 +2,18 @@
  * Cold start: bundle sizes and module init time of each Lambda function, built the way
  * `npm run build` builds them (infra/build.ts `buildFunctions`: esbuild, node platform, ESM,
  * minified, code-split drivers), into a temp folder so the run never touches dist/.
- * Baseline: a fresh `node -e ''`, spawned alternately with the bundle imports.
+ * Init is the CPU time of the import inside a fresh node (`process.cpuUsage`, user + system):
+ * what the import costs, which another process on a shared machine delays but does not add to.
+ * The target (INIT_CPU_MS_TARGET) is judged on the median here, and nowhere else: the build and
+ * the tests never fail on a time (issue 25 item 10). The wall clock of node plus the import is
+ * reported beside it, against a fresh `node -e ''` spawned alternately with the bundle imports.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { buildFunctions, BUNDLE_BYTES_MAX, INIT_MS_MAX, LAMBDA_NODE_OPTIONS } from '../infra/build.js';
+import { buildFunctions, BUNDLE_BYTES_MAX, INIT_CPU_MS_TARGET, LAMBDA_NODE_OPTIONS } from '../infra/build.js';
 import { type Benchmark } from './lib/context.js';
 import { nowMs, spread } from './lib/stats.js';
 
@@ -32,7 +36,7 @@ export const coldStartBenchmark: Benchmark = {
       const runs = ctx.runs(7);
       for (const r of reports) {
         const url = JSON.stringify(pathToFileURL(join(r.dir, 'index.mjs')).href);
-        const script = `const t = performance.now(); const m = await import(${url}); if (typeof m.handler !== 'function') throw new Error('no handler export'); process.stdout.write(String(performance.now() - t));`;
+        const script = `const t = process.cpuUsage(); const m = await import(${url}); const d = process.cpuUsage(t); if (typeof m.handler !== 'function') throw new Error('no handler export'); process.stdout.write(String((d.user + d.system) / 1000));`;
         const initMs: number[] = [];
         const wallMs: number[] = [];
         const emptyMs: number[] = [];
@@ -48,10 +52,10 @@ export const coldStartBenchmark: Benchmark = {
         const loadedKb = Math.max(r.loadedBytes.neon, r.loadedBytes.pg) / 1024;
         rec.figure({
           id: `cold_start.${r.name}.init_ms`,
-          label: `cold start ${r.name}: import index.mjs in a fresh node`,
+          label: `cold start ${r.name}: import index.mjs in a fresh node, CPU time`,
           unit: 'ms',
           value: spread(initMs),
-          target: { text: `≤ ${INIT_MS_MAX} ms (infra budget)`, met: spread(initMs).median <= INIT_MS_MAX },
+          target: { text: `median ≤ ${INIT_CPU_MS_TARGET} ms of CPU`, met: spread(initMs).median <= INIT_CPU_MS_TARGET },
         });
         rec.figure({
           id: `cold_start.${r.name}.wall_ms`,
@@ -68,7 +72,7 @@ export const coldStartBenchmark: Benchmark = {
           value: spread([loadedKb]),
           target: { text: `≤ ${BUNDLE_BYTES_MAX / 1024} KB (infra budget)`, met: loadedKb <= BUNDLE_BYTES_MAX / 1024 },
         });
-        ctx.log(`${r.name}: init ${spread(initMs).median.toFixed(1)} ms, wall ${wall.median.toFixed(0)} ms vs node -e '' ${empty.median.toFixed(0)} ms`);
+        ctx.log(`${r.name}: init ${spread(initMs).median.toFixed(1)} ms CPU, wall ${wall.median.toFixed(0)} ms vs node -e '' ${empty.median.toFixed(0)} ms`);
       }
     } finally {
       rmSync(outDir, { recursive: true, force: true });

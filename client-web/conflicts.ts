@@ -9,13 +9,19 @@
  * delete on either side, or a merge that keeps nothing of the device's, takes the server's row. A
  * resolver sees base, local and server rows and the default merge, and answers `server`, `local`
  * or a `merged` row. Each resolution is logged (conflict-log.ts) in the same transaction.
+ *
+ * An answer cut to the server's byte budget (protocol §6) lists only some conflicts: those are
+ * resolved, the others stay in the bundle as they were, and the next commit reports them. A server
+ * row left out of the answer is read from its committed bundle, never taken for a deletion.
  */
 import { type Conflict } from '../core/protocol/meta.js';
 import { type ConflictInput, type ConflictRecord, type ConflictResolution, type MergeProposal } from './api.js';
 import { applyServerRow, applyTransaction, inApplyMode, setRowMeta, writeLocalRow } from './apply.js';
 import { readBase, rebase } from './base-rows.js';
+import { fetchBundleRows } from './committed-rows.js';
 import { logConflict } from './conflict-log.js';
 import { type ClientContext } from './context.js';
+import { isCode } from './http-errors.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { mergeColumns, sameValue } from './merge.js';
 import { rewriteOutbox, rowToPayload, wireRow, type OutboxRow } from './outbox.js';
@@ -33,6 +39,34 @@ interface Case {
   readonly resolution: ConflictResolution;
   /** How the log names the resolution. */
   readonly how: ConflictRecord['resolution'];
+}
+
+/**
+ * The conflicts with every server row in hand. A row too large for the server's answer comes
+ * without it (`server_row_omitted`, protocol §5.2); the committed bundle `server_row_version`
+ * last wrote it, so its rows hold it. When that bundle is gone (below the retained floor) the row
+ * stays unknown: such a conflict keeps the local change (see `decide`), so an edit is never
+ * replaced by a row the client could not read.
+ */
+async function withServerRows(ctx: ClientContext, conflicts: readonly Conflict[]): Promise<{ conflict: Conflict; known: boolean }[]> {
+  const out = conflicts.map((conflict) => ({ conflict, known: !conflict.server_row_omitted }));
+  const bundles = new Map<number, Promise<readonly { schema: string; table: string; key: Record<string, string>; payload: Record<string, unknown> | null }[] | null>>();
+  for (const entry of out) {
+    if (entry.known) continue;
+    const seq = entry.conflict.server_row_version;
+    if (!bundles.has(seq)) {
+      bundles.set(seq, fetchBundleRows(ctx, seq).then((b) => b.rows, (error: unknown) => {
+        if (isCode(error, 'history_pruned', 'committed_bundle_not_found')) return null;
+        throw error;
+      }));
+    }
+    const rows = await bundles.get(seq);
+    const keyText = Object.values(entry.conflict.key)[0];
+    const found = rows?.find((r) => r.schema === entry.conflict.schema && r.table === entry.conflict.table && Object.values(r.key)[0] === keyText);
+    if (found?.payload) entry.conflict = { ...entry.conflict, server_row: found.payload, server_row_omitted: false };
+    entry.known = Boolean(found?.payload);
+  }
+  return out;
 }
 
 /** The base, the local and the server rows of one conflict, and their default merge. */
@@ -68,8 +102,10 @@ function byDefault(input: ConflictInput): { resolution: ConflictResolution; how:
   return { resolution: { keep: 'merged', payload: merged.payload }, how: 'merged' };
 }
 
-async function decide(ctx: ClientContext, row: OutboxRow, conflict: Conflict, at: number): Promise<Case> {
+async function decide(ctx: ClientContext, row: OutboxRow, conflict: Conflict, at: number, known: boolean): Promise<Case> {
   const input = await inputOf(ctx, row, conflict);
+  // The server's row could not be read: keep the local change, pushed on top of its version.
+  if (!known) return { at, conflict, input, resolution: { keep: 'local' }, how: 'local' };
   if (!row.table.resolver) return { at, conflict, input, ...byDefault(input) };
   const resolution = await row.table.resolver(input);
   const how: ConflictRecord['resolution'] = resolution.keep === 'merged'
@@ -100,12 +136,12 @@ export async function resolveConflicts(ctx: ClientContext, frozen: FrozenBundle,
   needsRebuild: (tx: SqliteStatements) => Promise<void>): Promise<FrozenBundle | null> {
   const index = new Map(rows.map((r, i) => [`${r.table.wireName}\u0000${r.keyWire}`, i]));
   const cases: Case[] = [];
-  for (const conflict of conflicts) {
+  for (const { conflict, known } of await withServerRows(ctx, conflicts)) {
     const keyText = Object.values(conflict.key)[0] ?? '';
     const at = index.get(`${conflict.schema}.${conflict.table}\u0000${keyText}`);
     if (at === undefined) throw new ClientError(ClientErrorCode.protocolViolation, `a conflict names ${conflict.schema}.${conflict.table} ${keyText}, which is not in the pushed bundle`);
     // Resolvers run before the transaction: they are application code and may be slow.
-    cases.push(await decide(ctx, rows[at] as OutboxRow, conflict, at));
+    cases.push(await decide(ctx, rows[at] as OutboxRow, conflict, at, known));
   }
   const next: (OutboxRow | null)[] = [...rows];
   const resolvedAt = new Date().toISOString();
@@ -115,8 +151,8 @@ export async function resolveConflicts(ctx: ClientContext, frozen: FrozenBundle,
         const { at, conflict, resolution } = c;
         const row = rows[at] as OutboxRow;
         const serverVersion = conflict.server_row_version;
-        const serverGone = conflict.server_row_deleted || conflict.server_row === null;
-        const serverRow = serverGone ? null : { ...conflict.server_row, [row.table.key.name]: row.keyWire };
+        const serverGone = conflict.server_row_deleted || (conflict.server_row === null && !conflict.server_row_omitted);
+        const serverRow = serverGone || conflict.server_row === null ? null : { ...conflict.server_row, [row.table.key.name]: row.keyWire };
         const [dirty] = await tx.query<{ state: number }>('SELECT state FROM _sync_dirty WHERE tbl = ? AND key = ?', [row.table.local, row.keyLocal]);
         let result: Payload | null;
         if (resolution.keep === 'server') {

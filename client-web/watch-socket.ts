@@ -11,9 +11,11 @@
  *
  * A freshly opened socket first answers "changed": commits made before it opened were not
  * announced on it, so the caller syncs once to be sure. A keepalive ping goes out every few
- * minutes (API Gateway drops a connection after 10 idle minutes).
+ * minutes (API Gateway drops a connection after 10 idle minutes), carrying the highest bundle
+ * seq the device has heard of: a server that finds the user past it answers "changed", so a
+ * notification that never arrived is made up for within one ping interval.
  */
-import { WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, ChangedMessage } from '../core/protocol/notify.js';
+import { WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, ChangedMessage, type PingMessage } from '../core/protocol/notify.js';
 import { type WatchResult } from './api.js';
 import { type ClientContext } from './context.js';
 import { type TokenProvider } from './transport.js';
@@ -74,6 +76,8 @@ export class SocketWatch {
   private socket: WebSocketLike | null = null;
   private opening: Promise<boolean> | null = null;
   private latestSeen = 0;
+  /** The highest checkpoint a wait was asked from: the device has that bundle already. */
+  private checkpointSeen = 0;
   private fresh = false;
   private failedUntil = 0;
   private pinger: ReturnType<typeof setInterval> | undefined;
@@ -88,6 +92,7 @@ export class SocketWatch {
    */
   async wait(checkpoint: number, timeoutMs: number, signal?: AbortSignal): Promise<WatchResult | null> {
     const now = this.options.now ?? Date.now;
+    this.checkpointSeen = Math.max(this.checkpointSeen, checkpoint);
     if (this.closed || now() < this.failedUntil) return null;
     if (!(await this.ensureOpen())) {
       this.failedUntil = now() + (this.options.retryAfterFailureMs ?? 30_000);
@@ -160,7 +165,8 @@ export class SocketWatch {
         this.fresh = true;
         const every = this.options.pingIntervalMs ?? 240_000;
         this.pinger = setInterval(() => {
-          if (socket.readyState === OPEN) socket.send('{"type":"ping"}');
+          const ping: PingMessage = { type: 'ping', latest_bundle_seq: Math.max(this.latestSeen, this.checkpointSeen) };
+          if (socket.readyState === OPEN) socket.send(JSON.stringify(ping));
         }, every);
         resolve(true);
       };

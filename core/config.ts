@@ -24,9 +24,10 @@ export interface Config {
   readonly dbPoolMax: number;
   readonly neonWsProxy: string | undefined;
   /**
-   * SYNC_ROLE_TIMEOUTS (default on): bootstrap installs the role's statement, lock, idle-in-
-   * transaction and client-check settings in this database (core/bootstrap/bounds.ts). Turn it
-   * off when the role also runs other work that must not be bound by them.
+   * SYNC_ROLE_TIMEOUTS (default off): `on` makes bootstrap install the role's statement, lock,
+   * idle-in-transaction and client-check settings in this database (core/bootstrap/bounds.ts),
+   * for a role that runs nothing but Lockstep. Off, bootstrap removes the ones an earlier release
+   * installed: they bound every session of the role, the application's own migrations too.
    */
   readonly roleTimeouts: boolean;
   readonly limits: Limits;
@@ -112,7 +113,7 @@ function readEnv(env: Record<string, string | undefined>) {
     SYNC_DB_DRIVER: oneOf('SYNC_DB_DRIVER', ['pg', 'neon'] as const),
     SYNC_DB_POOL_MAX: positiveInt('SYNC_DB_POOL_MAX') ?? 4,
     SYNC_NEON_WS_PROXY: env['SYNC_NEON_WS_PROXY'],
-    SYNC_ROLE_TIMEOUTS: oneOf('SYNC_ROLE_TIMEOUTS', ['on', 'off'] as const) ?? 'on',
+    SYNC_ROLE_TIMEOUTS: oneOf('SYNC_ROLE_TIMEOUTS', ['on', 'off'] as const) ?? 'off',
     SYNC_WS_ENDPOINT: text('SYNC_WS_ENDPOINT'),
     AWS_REGION: text('AWS_REGION'),
     SYNC_JWT_ISSUER: text('SYNC_JWT_ISSUER'),

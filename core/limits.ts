@@ -22,6 +22,12 @@ export interface Limits {
   readonly watchDefaultWaitSeconds: number;
   /** Pause between the point reads of one watch long poll. */
   readonly watchPollIntervalMs: number;
+  /**
+   * Time a watch keeps back from its request's deadline (in Lambda: the function's remaining time
+   * less `functionReserveMs`) for its last read and its answer. A wait that the remaining time
+   * cannot hold is cut short and answered `changed: false` (200), never a 503.
+   */
+  readonly watchAnswerReserveMs: number;
   /** Conflicts reported in one push_conflict answer; the client resolves them in one round. */
   readonly maxConflictsPerAnswer: number;
   /**
@@ -135,6 +141,28 @@ export interface Limits {
    * reads it again at once.
    */
   readonly secretRefreshSeconds: number;
+  /**
+   * After a failed read of the database secret (refused, throttled, unreachable), how long a
+   * container waits before reading again: it keeps serving on the secret it holds meanwhile, and
+   * one that holds none answers 503 with this Retry-After instead of calling the service again.
+   */
+  readonly secretRetryAfterFailureSeconds: number;
+  /**
+   * Tries of the bootstrap function's answer to CloudFormation (a PUT to the pre-signed
+   * ResponseURL), the pause doubling from `cloudFormationResponseRetryMs`: a lost answer leaves
+   * the stack waiting until the custom resource's ServiceTimeout.
+   */
+  readonly cloudFormationResponseAttempts: number;
+  readonly cloudFormationResponseRetryMs: number;
+  /** How long the WebSocket `$connect` waits for the issuer's JWKS before answering 503. */
+  readonly jwksTimeoutMs: number;
+  /** How long a fetched JWKS is used before it is fetched again (a token with an unknown key fetches sooner). */
+  readonly jwksRefreshSeconds: number;
+  /**
+   * After a failed fetch of the JWKS, how long before the next try: the last good JWKS is used
+   * meanwhile, and without one `$connect` answers 503 with this Retry-After.
+   */
+  readonly jwksRetryAfterFailureSeconds: number;
 }
 
 export const defaultLimits: Limits = Object.freeze({
@@ -155,6 +183,7 @@ export const defaultLimits: Limits = Object.freeze({
   watchMaxWaitSeconds: 25,
   watchDefaultWaitSeconds: 20,
   watchPollIntervalMs: 250,
+  watchAnswerReserveMs: 1_000,
   maxConflictsPerAnswer: 100,
   statementTimeoutMs: 20_000,
   lockTimeoutMs: 10_000,
@@ -185,6 +214,12 @@ export const defaultLimits: Limits = Object.freeze({
   maxStagedBytesPerUser: 256 * 1024 * 1024,
   maintenanceIntervalSeconds: 60,
   secretRefreshSeconds: 300,
+  secretRetryAfterFailureSeconds: 30,
+  cloudFormationResponseAttempts: 6,
+  cloudFormationResponseRetryMs: 1_000,
+  jwksTimeoutMs: 3_000,
+  jwksRefreshSeconds: 600,
+  jwksRetryAfterFailureSeconds: 30,
 });
 
 /**
@@ -219,6 +254,7 @@ export function limitProblems(l: Limits): string[] {
     if (!(av < bv)) problems.push(`${a} (${av}) must be below ${b} (${bv})`);
   }
   if (!(l.dbConnectTimeoutMs < l.requestTimeoutMs)) problems.push(`db_connect_timeout_ms (${l.dbConnectTimeoutMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
+  if (!(l.watchAnswerReserveMs < l.requestTimeoutMs)) problems.push(`watch_answer_reserve_ms (${l.watchAnswerReserveMs}) must be below request_timeout_ms (${l.requestTimeoutMs})`);
   if (!(l.watchMaxWaitSeconds * 1000 < l.requestTimeoutMs)) problems.push(`watch_max_wait_seconds (${l.watchMaxWaitSeconds}) must end before request_timeout_ms (${l.requestTimeoutMs})`);
   if (!(l.requestTimeoutMs + l.functionReserveMs < API_GATEWAY_TIMEOUT_MS)) problems.push(`request_timeout_ms + function_reserve_ms (${l.requestTimeoutMs + l.functionReserveMs}) must be below API Gateway (${API_GATEWAY_TIMEOUT_MS})`);
   if (l.poolSharePerUserPercent > 100) problems.push('pool_share_per_user_percent is at most 100');

@@ -54,7 +54,7 @@ async function main(): Promise<number> {
     });
     console.log(describe(result));
     if (result.roleBounds.startsWith('refused')) {
-      console.warn(`warning: the role's timeout settings were not installed (${result.roleBounds}); the managed functions' lock bounds and the runtime's client-side bounds still hold`);
+      console.warn(`warning: the role's timeout settings could not be changed (${result.roleBounds}); the managed functions' lock bounds and the runtime's own bounds still hold`);
     }
     return 0;
   } catch (error) {

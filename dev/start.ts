@@ -86,7 +86,7 @@ async function main(): Promise<void> {
     await setupPool.end();
   }
   say(`bootstrap ${result.created ? `created the sync layout (adopted ${result.adoptedRows} rows)` : 'verified the existing sync layout'}`);
-  if (result.roleBounds.startsWith('refused')) console.warn(`lockstep: the role's timeout settings were not installed (${result.roleBounds})`);
+  if (result.roleBounds.startsWith('refused')) console.warn(`lockstep: the role's timeout settings could not be changed (${result.roleBounds})`);
   const pool = await createPool(poolOptions);
   started.pool = pool;
   // One LISTEN connection for the whole process (never through the pool): long polls and the

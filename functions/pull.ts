@@ -26,7 +26,12 @@ export const routes: readonly Route[] = [
       const sync = await ctx.sync();
       // Before layout 10 no trigger signals commits: the feed would never wake the wait.
       const feed = sync.catalog.layoutVersion >= NOTIFY_LAYOUT_VERSION ? ctx.runtime.feed : undefined;
-      const answer = await watch(sync, ctx.actor, queryInt(req, 'after_bundle_seq') ?? 0, queryInt(req, 'wait_seconds'), { signal: ctx.signal, feed });
+      const answer = await watch(sync, ctx.actor, queryInt(req, 'after_bundle_seq') ?? 0, queryInt(req, 'wait_seconds'), {
+        signal: ctx.signal,
+        feed,
+        // The wait ends early enough for its last read and answer within the function's time.
+        answerBy: ctx.deadline - sync.limits.watchAnswerReserveMs,
+      });
       return { status: 200, body: answer };
     },
   },

@@ -1,7 +1,10 @@
 /**
  * `npm run build`: bundles every Lambda function with esbuild into `dist/functions/<name>/`
  * (`index.mjs` plus lazily loaded chunks), prints a size and cold-start report, and fails when a
- * function's bundle exceeds its size budget or its module init time exceeds its time budget.
+ * function's bundle exceeds its size budget. Init time is reported, never a reason to fail: it is
+ * a time, and a build must not fail because the machine is busy (issue 25 item 10: 106-130 ms of
+ * wall clock under load against a 100 ms budget). `npm run bench` measures it (CPU time,
+ * medians) against its target.
  *
  * Why code splitting: `core/db/pools.ts` imports each database driver lazily, so with splitting
  * the driver a container does not use (node-postgres under the Neon driver, the Neon driver and
@@ -31,8 +34,18 @@ export const BUNDLE_BYTES_MAX = 500 * 1024;
  * with it.
  */
 export const LAMBDA_NODE_OPTIONS = '--enable-source-maps';
-/** Importing a bundle in a fresh `node` may cost at most this on top of `node -e ''`. */
-export const INIT_MS_MAX = 100;
+/**
+ * The cold-start target: importing a bundle in a fresh `node` should cost at most this much CPU
+ * time on top of `node -e ''`. A benchmark target (bench/cold-start.ts reports the median against
+ * it), never a build or test failure: CPU time moves less with load than wall clock, but still
+ * moves.
+ */
+export const INIT_CPU_MS_TARGET = 100;
+/**
+ * What a test may assert about an import: only a gross regression (work or I/O at import time)
+ * takes seconds on any machine, however loaded.
+ */
+export const INIT_MS_GROSS_MAX = 5_000;
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -78,7 +91,7 @@ export interface BundleReport {
   readonly totalBytes: number;
   readonly gzipBytes: number;
   readonly files: number;
-  /** Time to import index.mjs in a fresh node (best of 5): what a cold start adds to node's own. */
+  /** CPU time to import index.mjs in a fresh node (median of 5): what a cold start adds to node's own. */
   initMs?: number;
   /** The same with the Neon driver's chunks imported too: the first request's extra load. */
   initWithNeonMs?: number;
@@ -179,24 +192,31 @@ export function nodeBaselineMs(runs = 5): number {
   return best;
 }
 
+/** The median of `values` (the middle one, or the mean of the two middle ones). */
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
 /**
- * Module init time: in a fresh `node`, the time to import the bundle (and optionally more
- * chunks) — everything a cold start adds to an empty `node -e ''`, since handlers open no
- * connection at import. Best of `runs`: the best run is the intrinsic cost, slower ones measure
- * the machine's load. Timed inside the child, so node's own start-up noise stays out.
+ * Module init cost: in a fresh `node`, the CPU time (user + system, `process.cpuUsage`) to import
+ * the bundle (and optionally more chunks) — everything a cold start adds to an empty `node -e ''`,
+ * since handlers open no connection at import. CPU time, not wall clock: another process on the
+ * machine delays the import without adding to what it costs. Median of `runs`.
  */
 export function measureInitMs(entryFile: string, runs = 5, alsoImport: readonly string[] = []): number {
   const urls = [entryFile, ...alsoImport].map((f) => JSON.stringify(pathToFileURL(f).href));
-  const script = `const t = performance.now(); ${urls.map((u) => `await import(${u});`).join(' ')} process.stdout.write(String(performance.now() - t));`;
-  let best = Infinity;
-  for (let i = 0; i < runs; i++) best = Math.min(best, Number(runNode([LAMBDA_NODE_OPTIONS, '--input-type=module', '-e', script]).stdout));
-  return best;
+  const script = `const t = process.cpuUsage(); ${urls.map((u) => `await import(${u});`).join(' ')} const d = process.cpuUsage(t); process.stdout.write(String((d.user + d.system) / 1000));`;
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) samples.push(Number(runNode([LAMBDA_NODE_OPTIONS, '--input-type=module', '-e', script]).stdout));
+  return median(samples);
 }
 
 const kb = (bytes: number) => (bytes / 1024).toFixed(1);
 
 export function formatReport(reports: readonly BundleReport[]): string {
-  const header = ['function', 'index.mjs KB', 'loaded KB (neon)', 'loaded KB (pg)', 'shipped KB', 'shipped gzip KB', 'init ms', 'init+neon ms'];
+  const header = ['function', 'index.mjs KB', 'loaded KB (neon)', 'loaded KB (pg)', 'shipped KB', 'shipped gzip KB', 'init CPU ms', 'init+neon CPU ms'];
   const rows = reports.map((r) => [
     r.name,
     kb(r.entryBytes),
@@ -212,16 +232,25 @@ export function formatReport(reports: readonly BundleReport[]): string {
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-/** Budget violations, one line each; empty when everything fits. */
+/**
+ * Budget violations, one line each; empty when everything fits. Only sizes: they are the same on
+ * every machine. Init time is reported beside them (and benchmarked), never failed on.
+ */
 export function budgetFailures(reports: readonly BundleReport[]): string[] {
   const failures: string[] = [];
   for (const r of reports) {
     for (const [driver, bytes] of Object.entries(r.loadedBytes)) {
       if (bytes > BUNDLE_BYTES_MAX) failures.push(`${r.name}: ${kb(bytes)} KB loaded on the ${driver} driver exceeds the ${kb(BUNDLE_BYTES_MAX)} KB bundle budget`);
     }
-    if (r.initMs !== undefined && r.initMs > INIT_MS_MAX) failures.push(`${r.name}: module init ${r.initMs.toFixed(1)} ms exceeds the ${INIT_MS_MAX} ms budget`);
   }
   return failures;
+}
+
+/** Init figures above the target, as notes for the report (not failures). */
+export function initNotes(reports: readonly BundleReport[]): string[] {
+  return reports
+    .filter((r) => r.initMs !== undefined && r.initMs > INIT_CPU_MS_TARGET)
+    .map((r) => `${r.name}: module init took ${(r.initMs as number).toFixed(1)} ms of CPU, above the ${INIT_CPU_MS_TARGET} ms target (a loaded machine inflates it; npm run bench measures it properly)`);
 }
 
 async function main(): Promise<number> {
@@ -234,9 +263,10 @@ async function main(): Promise<number> {
   }
   console.log(`built ${reports.length} functions into ${relative(process.cwd(), join(ROOT, 'dist', 'functions')) || '.'} in ${builtMs} ms (init measured in ${Date.now() - started - builtMs} ms)`);
   console.log(formatReport(reports));
-  console.log(`node -e '' itself: ${nodeBaselineMs().toFixed(1)} ms wall; init = importing the bundle in a fresh node, on top of that`);
-  console.log(`budgets: loaded ≤ ${kb(BUNDLE_BYTES_MAX)} KB per function and driver; init of index.mjs ≤ ${INIT_MS_MAX} ms`);
-  console.log('(init+neon: index.mjs plus the Neon driver chunks the first request loads; reported, not budgeted)');
+  console.log(`node -e '' itself: ${nodeBaselineMs().toFixed(1)} ms wall; init = CPU time of importing the bundle in a fresh node (median of 5), on top of that`);
+  console.log(`budget: loaded ≤ ${kb(BUNDLE_BYTES_MAX)} KB per function and driver; init target ${INIT_CPU_MS_TARGET} ms of CPU (reported, benchmarked by npm run bench, never failed on)`);
+  console.log('(init+neon: index.mjs plus the Neon driver chunks the first request loads)');
+  for (const note of initNotes(reports)) console.log(`note: ${note}`);
   const failures = budgetFailures(reports);
   for (const f of failures) console.error(`FAIL ${f}`);
   return failures.length ? 1 : 0;

@@ -6,14 +6,19 @@
  * on node-postgres and on the Neon driver (lazily loaded chunks) over a WebSocket forwarder.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUNDLE_BYTES_MAX, INIT_MS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
+import { BUNDLE_BYTES_MAX, INIT_MS_GROSS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
+import { secretEnv, secretsManagerStandIn } from './support/secrets-manager.js';
+import { cloudFormationStandIn, type CloudFormationStandIn } from './support/cloudformation.js';
+import { openTestDb } from './support/server-db.js';
+import { APP_SCHEMA_SQL } from './support/schemas.js';
+import { startTlsEndpoint } from './support/tls-endpoint.js';
 import { APP_TABLES } from './support/schemas.js';
 import { LAYOUT_VERSION } from '../core/layout/version.js';
 
@@ -32,7 +37,7 @@ interface Outcome {
   /** The JSON lines the bundle wrote besides the result: its logs and EMF metrics. */
   lines: Array<Record<string, any>>;
 }
-type Step = { event: unknown; context?: unknown } | { args?: unknown[]; remainingMs?: number };
+type Step = { event: unknown; context?: unknown; remainingMs?: number } | { args?: unknown[]; remainingMs?: number } | { sleepMs: number };
 
 /** What Lambda passes a handler besides the event: Powertools reads these into every log line. */
 function lambdaContext(requestId: string, name: string): unknown {
@@ -98,17 +103,21 @@ describe('built bundles', () => {
   let t: TestDb;
   let forwarder: WsForwarder;
   let database: string;
+  let plans = 0;
+  let cf: CloudFormationStandIn;
 
   beforeAll(async () => {
     outDir = mkdtempSync(join(tmpdir(), 'lockstep-dist-'));
-    [reports, t, forwarder] = await Promise.all([
+    [reports, t, forwarder, cf] = await Promise.all([
       buildFunctions(outDir).then((list) => new Map(list.map((r) => [r.name, r]))),
       openAppDb(),
       startWsForwarder(),
+      cloudFormationStandIn(),
     ]);
     database = new URL(t.url).pathname.slice(1);
   });
   afterAll(async () => {
+    await cf?.close();
     await forwarder?.close();
     await t?.close();
     if (outDir) rmSync(outDir, { recursive: true, force: true });
@@ -130,24 +139,51 @@ describe('built bundles', () => {
       SYNC_DB_DRIVER: driver,
       SYNC_DB_POOL_MAX: String(POOL_MAX),
       ...(driver === 'neon' ? { SYNC_NEON_WS_PROXY: forwarder.proxy } : {}),
+      // The bootstrap asks CloudFormation for its stack's status: the stand-in answers.
+      ...(name === 'bootstrap' ? cf.env : {}),
       ...options.env,
     };
     const plan = { bundle: join(outDir, name, 'index.mjs'), steps, backends: { adminUrl: t.url, database, applicationName } };
-    const child = spawn(process.execPath, [INVOKER, JSON.stringify(plan)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Through a file: events of megabytes do not fit in one argument.
+    const planFile = join(outDir, `plan-${++plans}.json`);
+    writeFileSync(planFile, JSON.stringify(plan));
+    const child = spawn(process.execPath, [INVOKER, `@${planFile}`], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    // Decoded as a stream: a character split across two chunks stays one character.
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     if (code !== 0 || !line) throw new Error(`${name} bundle process exited ${code}\n${stdout}\n${stderr}`);
     const outcome = JSON.parse(line.slice('RESULT '.length)) as Outcome;
     // Lambda sends both streams to CloudWatch Logs; Powertools writes warnings and errors to stderr.
     outcome.lines = `${stdout}\n${stderr}`.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
-    // `npm run build` enforces the strict init budget on an idle machine; under a loaded test run
-    // this only catches gross regressions (say, work or I/O at import time).
-    expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_MAX * 5);
+    // Only a gross regression (work or I/O at import time) takes seconds, however loaded the
+    // machine; init time itself is measured by the benchmark (bench/cold-start.ts).
+    expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_GROSS_MAX);
     return outcome;
+  }
+
+  const ALL_TABLES = APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',');
+
+  /** The properties the template's LayoutBootstrap passes (infra/template.yaml), for `url`. */
+  function layoutProperties(url: string, overrides: Record<string, string> = {}): Record<string, string> {
+    return {
+      ServiceToken: 'arn:aws:lambda:eu-west-1:123456789012:function:lockstep-bootstrap:live', BootstrapVersion: '3', SyncTables: ALL_TABLES,
+      SyncMaxSchemaVersion: '100', DatabaseUrl: url, DatabaseSecretArn: '', DatabaseHost: '', DatabaseName: '', DatabaseSslMode: 'verify-full',
+      DbDriver: 'pg', RoleTimeouts: 'off', Accept: '', ...overrides,
+    };
+  }
+
+  /** A custom resource request as CloudFormation sends it. */
+  function customResource(type: 'Create' | 'Update' | 'Delete', properties: Record<string, string>, old?: Record<string, string>): unknown {
+    return {
+      RequestType: type, ResponseURL: cf.responseUrl, StackId: 'arn:aws:cloudformation:eu-west-1:123456789012:stack/lockstep/1',
+      RequestId: `r-${type}-${++plans}`, LogicalResourceId: 'LayoutBootstrap', ResourceType: 'Custom::LockstepBootstrap',
+      ...(type === 'Create' ? {} : { PhysicalResourceId: 'lockstep-sync-layout' }),
+      ResourceProperties: properties, ...(old ? { OldResourceProperties: old } : {}),
+    };
   }
 
   it('builds every function within its size budget', () => {
@@ -221,6 +257,51 @@ describe('built bundles', () => {
     expect(pages.steps[0]?.answer.statusCode, JSON.stringify(pages.steps[0]?.answer)).toBe(200);
     expect(JSON.stringify(pages.steps[0]?.answer.json)).toContain('bundled');
     expect(pages.steps[1]?.answer.statusCode).toBe(204);
+  });
+
+  it('watch cuts its wait to the time the function has left and answers 200 unchanged, never 503 (issue 25 item 8)', async () => {
+    // As in the audit: the container has less time left than the wait asks. Before the fix the
+    // wait ran on past the request's deadline and its last read answered 503.
+    const out = await invoke('pull', [
+      { event: httpEvent('GET', '/sync/watch?after_bundle_seq=999&wait_seconds=25', { sub: 'edge-watch' }), remainingMs: 4_000 },
+      { event: httpEvent('GET', '/sync/watch?after_bundle_seq=999&wait_seconds=25', { sub: 'edge-watch' }), remainingMs: 2_000 },
+    ]);
+    for (const step of out.steps) {
+      expect(step.answer.statusCode, JSON.stringify(step.answer)).toBe(200);
+      expect(step.answer.json).toEqual({ latest_bundle_seq: 0, changed: false });
+    }
+  });
+
+  it('a conflict on a row of 1.1 M CJK characters answers 409 within max_response_bytes as Lambda counts the result (issue 25 item 1)', async () => {
+    // The audit's case: 6,600,985 bytes before (the row twice, three bytes a character), which
+    // Lambda refuses and API Gateway turns into a 500 the client retries forever.
+    const user = 'huge-conflict';
+    for (const source of ['src-1', 'src-2']) {
+      const connected = await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: user, source, body: { has_local_pending_rows: false } }) }]);
+      expect(connected.steps[0]?.answer.statusCode).toBe(200);
+    }
+    const listId = '66666666-6666-4666-8666-666666666666';
+    const huge = '漢字仮名交じり文'.repeat(137_500);
+    const row = (title: string) => ({ schema: 'app', table: 'lists', key: { id: listId }, op: 'INSERT', base_row_version: 0, payload: { id: listId, title, position: 1 } });
+    const sessions: string[] = [];
+    for (const source of ['src-1', 'src-2']) {
+      const created = await invoke('push', [{ event: httpEvent('POST', '/sync/push-sessions', { sub: user, source, body: { source_bundle_id: 1, planned_row_count: 1 } }) }]);
+      sessions.push(created.steps[0]?.answer.json.push_id as string);
+    }
+    const out = await invoke('push', [
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[0]}/chunks`, { sub: user, body: { start_row_ordinal: 0, rows: [row(huge)] } }) },
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[0]}/commit`, { sub: user }) },
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[1]}/chunks`, { sub: user, source: 'src-2', body: { start_row_ordinal: 0, rows: [row('mine')] } }) },
+      { event: httpEvent('POST', `/sync/push-sessions/${sessions[1]}/commit`, { sub: user, source: 'src-2' }) },
+    ]);
+    expect(out.steps.map((st) => st.answer.statusCode), JSON.stringify(out.steps.map((st) => st.answer.json?.error))).toEqual([200, 200, 200, 409]);
+    const answer = out.steps[3]?.answer as Answer;
+    const { json: _parsed, ...result } = answer;
+    // What Lambda counts: the serialized result, its body escaped inside it.
+    expect(Buffer.byteLength(JSON.stringify(result))).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(answer.json).toMatchObject({ error: 'push_conflict', conflict_count: 1, conflict: { server_row: null, server_row_omitted: true } });
+    const title = answer.json.conflicts[0].server_row.title as string;
+    expect(title === huge).toBe(true);
   });
 
   it('x-lockstep-round-trips counts the cold catalog load of a fresh container, and none when warm', async () => {
@@ -389,6 +470,128 @@ describe('built bundles', () => {
     }
   });
 
+  it('ws: an unreachable JWKS answers $connect 503 with Retry-After (never 401), counted and logged; the last good JWKS keeps serving (issue 25 item 3)', async () => {
+    const { generateKeyPair, exportJWK, SignJWT } = await import('jose');
+    const { publicKey, privateKey } = await generateKeyPair('RS256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] };
+    let jwksServed = 0;
+    // An issuer whose JWKS answers once, then never again (the route out went away).
+    const server = createServer((req, res) => {
+      req.resume().on('end', () => {
+        if (jwksServed++ === 0) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
+        res.destroy();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const issuer = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const token = await new SignJWT({ sub: 'jwks-user' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience('lockstep').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+    const connect = (id: string) => ({
+      event: { requestContext: { routeKey: '$connect', connectionId: id, eventType: 'CONNECT', stage: 'live', requestId: `r-${id}` }, queryStringParameters: { token, source_id: 'src-jwks' }, isBase64Encoded: false },
+      context: lambdaContext(`aws-${id}`, 'ws'),
+    });
+    try {
+      // No JWKS at all: the issuer out of reach from the first $connect on.
+      const closed = new URL(issuer);
+      closed.port = '1';
+      const down = await invoke('ws', [connect('jwks-a')], { env: { SYNC_JWT_ISSUER: issuer, SYNC_JWT_AUDIENCE: 'lockstep', SYNC_JWKS_URL: `${closed.origin}/.well-known/jwks.json` } });
+      const refused = down.steps[0]?.answer as { statusCode: number; headers?: Record<string, string>; body: string };
+      expect(refused.statusCode).toBe(503);
+      expect(Number(refused.headers?.['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(JSON.parse(refused.body)).toMatchObject({ error: 'service_unavailable', reason: 'jwks_unavailable' });
+      expect(down.lines).toContainEqual(expect.objectContaining({ event: 'jwks_unavailable', level: 'ERROR', serving_cached: false }));
+      expect(emfMetrics(down.lines)).toContainEqual({ dims: { service: 'lockstep' }, values: { JwksUnavailable: 1 } });
+      expect(emfMetrics(down.lines)).toContainEqual({ dims: { service: 'lockstep', reason: 'jwks_unavailable' }, values: { Unavailable: 1 } });
+
+      // A JWKS fetched once, then unreachable when it is due again: the last good one serves.
+      const warm = await invoke('ws', [connect('jwks-b'), { sleepMs: 1100 }, connect('jwks-c')], {
+        env: { SYNC_JWT_ISSUER: issuer, SYNC_JWT_AUDIENCE: 'lockstep', SYNC_LIMIT_JWKS_REFRESH_SECONDS: '1' },
+      });
+      expect(warm.steps.map((st) => st.answer['statusCode'])).toEqual([200, 200]);
+      expect(jwksServed).toBe(2);
+      expect(warm.lines).toContainEqual(expect.objectContaining({ event: 'jwks_unavailable', level: 'WARN', serving_cached: true }));
+      expect(emfMetrics(warm.lines)).toContainEqual({ dims: { service: 'lockstep' }, values: { JwksUnavailable: 1 } });
+    } finally {
+      server.close();
+    }
+  });
+
+  it('a refused notification is logged and counted (NotificationFailures), and the device learns of the commit at its next ping (issue 25 item 4)', async () => {
+    const { generateKeyPair, exportJWK, SignJWT } = await import('jose');
+    const { publicKey, privateKey } = await generateKeyPair('RS256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] };
+    // The issuer's JWKS, and a management API that refuses every post (a role without
+    // execute-api:ManageConnections): the audit's 403, which left no trace at all.
+    const server = createServer((req, res) => {
+      req.resume().on('end', () => {
+        if (req.url === '/.well-known/jwks.json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
+        res.writeHead(403, { 'content-type': 'application/json' }).end('{"message":"Forbidden"}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const issuer = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const user = 'ws-refused-user';
+    const token = await new SignJWT({ sub: user }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience('lockstep').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+    const wsEvent = (routeKey: string, body?: unknown, query?: Record<string, string>) => ({
+      requestContext: { routeKey, connectionId: 'conn-refused', eventType: 'MESSAGE', stage: 'live', domainName: 'ws.example.test', requestId: 'r-refused' },
+      ...(query ? { queryStringParameters: query } : {}),
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      isBase64Encoded: false,
+    });
+    const wsEnv = { SYNC_JWT_ISSUER: issuer, SYNC_JWT_AUDIENCE: 'lockstep' };
+    try {
+      const connected = await invoke('ws', [{ event: wsEvent('$connect', undefined, { token, source_id: 'src-ws' }) }], { env: wsEnv });
+      expect(connected.steps[0]?.answer['statusCode']).toBe(200);
+      await invoke('connect', [{ event: httpEvent('POST', '/sync/connect', { sub: user, source: 'src-ws', body: { has_local_pending_rows: false } }) }]);
+      const create = await invoke('push', [{ event: httpEvent('POST', '/sync/push-sessions', { sub: user, source: 'src-ws', body: { source_bundle_id: 1, planned_row_count: 1 } }) }]);
+      const pushId = create.steps[0]?.answer.json.push_id as string;
+      const listId = '77777777-7777-4777-8777-777777777777';
+      const awsEnv = { SYNC_WS_ENDPOINT: `${issuer}/live`, AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIDTEST', AWS_SECRET_ACCESS_KEY: 'secret' };
+      const pushed = await invoke('push', [
+        { event: httpEvent('POST', `/sync/push-sessions/${pushId}/chunks`, { sub: user, source: 'src-ws', body: { start_row_ordinal: 0, rows: [{ schema: 'app', table: 'lists', key: { id: listId }, op: 'INSERT', base_row_version: 0, payload: { id: listId, title: 'unheard', position: 1 } }] } }) },
+        { event: httpEvent('POST', `/sync/push-sessions/${pushId}/commit`, { sub: user, source: 'src-ws' }), context: lambdaContext('aws-req-notify', 'push') },
+      ], { env: awsEnv });
+      // The commit stands; its failed notification is a warning with the status, and a metric.
+      expect(pushed.steps[1]?.answer.statusCode).toBe(200);
+      expect(pushed.lines.find((l) => l['event'] === 'notification_failed')).toMatchObject({
+        level: 'WARN', function_request_id: 'aws-req-notify', user_id: user, failed: 1, posted: 0, statuses: { 403: 1 },
+      });
+      expect(emfMetrics(pushed.lines)).toContainEqual({ dims: { service: 'lockstep' }, values: { Commits: 1, CommittedRows: 1, NotificationFailures: 1 } });
+
+      // The device's next keepalive says what it has heard of; the answer tells it what it missed.
+      const pings = await invoke('ws', [
+        { event: wsEvent('$default', { type: 'ping', latest_bundle_seq: 0 }) },
+        { event: wsEvent('$default', { type: 'ping', latest_bundle_seq: 1 }) },
+        { event: wsEvent('$default', { type: 'ping' }) },
+      ], { env: wsEnv });
+      const [behind, current, legacy] = pings.steps.map((st) => st.answer as { statusCode: number; body?: string });
+      expect(behind).toEqual({ statusCode: 200, body: JSON.stringify({ type: 'changed', latest_bundle_seq: 1 }) });
+      expect(current).toEqual({ statusCode: 200 });
+      expect(JSON.parse(legacy?.body ?? '{}')).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+    } finally {
+      server.close();
+    }
+  });
+
+  it('an RDS-managed secret ({username, password} only) reaches the database at DatabaseHost over verified TLS (issue 25 item 5)', async () => {
+    const url = new URL(t.url);
+    const tls = await startTlsEndpoint(url.hostname, Number(url.port));
+    const standIn = await secretsManagerStandIn(JSON.stringify({ username: url.username, password: decodeURIComponent(url.password) }));
+    try {
+      const env = { ...secretEnv(standIn), DATABASE_HOST: tls.host, DATABASE_NAME: database, NODE_EXTRA_CA_CERTS: tls.certFile };
+      const out = await invoke('meta', [{ event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) }], { env });
+      expect(out.steps[0]?.answer.statusCode, JSON.stringify(out.steps[0]?.answer)).toBe(200);
+      expect(tls.tlsSessions()).toBeGreaterThan(0);
+      expect(tls.plainAttempts()).toBe(0);
+      // Without the endpoint's certificate trusted, no connection is made (never in the clear).
+      const untrusted = await invoke('meta', [{ event: httpEvent('GET', '/sync/capabilities', { sub: 'alice' }) }], { env: { ...env, NODE_EXTRA_CA_CERTS: '' } });
+      expect(untrusted.steps[0]?.answer.statusCode).toBe(503);
+      expect(tls.plainAttempts()).toBe(0);
+    } finally {
+      await standIn.close();
+      await tls.close();
+    }
+  });
+
   it('request bundles carry the layout version, not the install SQL; bootstrap carries it', () => {
     const text = (name: FunctionName): string => {
       const dir = join(outDir, name);
@@ -410,41 +613,129 @@ describe('built bundles', () => {
   });
 
   it('bootstrap as the CloudFormation custom resource: Create/Update answer SUCCESS or FAILED to the ResponseURL, Delete changes nothing', async () => {
-    const puts: { method: string; body: any }[] = [];
-    const server = createServer((req, res) => {
-      let body = '';
-      req.on('data', (c: Buffer) => (body += c.toString()));
-      req.on('end', () => {
-        puts.push({ method: req.method ?? '', body: JSON.parse(body) });
-        res.writeHead(200).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as { port: number }).port;
-    const cfEvent = (type: string, accept = ''): unknown => ({
-      RequestType: type, ResponseURL: `http://127.0.0.1:${port}/response?signature=x`, StackId: 'arn:aws:cloudformation:eu-west-1:1:stack/s/1',
-      RequestId: `r-${type}`, LogicalResourceId: 'LayoutBootstrap', ResourceType: 'Custom::LockstepBootstrap',
-      ...(type === 'Create' ? {} : { PhysicalResourceId: 'lockstep-sync-layout' }),
-      ResourceProperties: { ServiceToken: 'arn', BootstrapVersion: '3', SyncTables: 'x', Accept: accept },
-    });
+    cf.status = 'UPDATE_IN_PROGRESS';
+    const puts = cf.puts.length;
+    const props = (accept = '') => layoutProperties(t.url, { Accept: accept });
+    await invoke('bootstrap', [{ args: [customResource('Create', props())], remainingMs: 60_000 }, { args: [customResource('Update', props(), props())], remainingMs: 60_000 }]);
+    // An unsafe change behind the deploy: FAILED with the typed error, which rolls the deploy back.
+    await t.exec('ALTER TABLE app.items DROP COLUMN attachment');
+    const refused = await invoke('bootstrap', [{ args: [customResource('Update', props(), props())], remainingMs: 60_000 }]);
+    expect(refused.steps[0]?.answer).toMatchObject({ ok: false, error: 'unsafe_schema_change' });
+    await invoke('bootstrap', [{ args: [customResource('Delete', props())], remainingMs: 60_000 }]);
+    const answered = cf.puts.slice(puts);
+    expect(answered.map((p) => p.body.Status)).toEqual(['SUCCESS', 'SUCCESS', 'FAILED', 'SUCCESS']);
+    expect(answered[0]?.body).toMatchObject({ LogicalResourceId: 'LayoutBootstrap', PhysicalResourceId: 'lockstep-sync-layout',
+      Data: { LayoutVersion: String(LAYOUT_VERSION) } });
+    expect(answered[2]?.body.Reason).toMatch(/unsafe_schema_change: .*drop-column:app\.items\.attachment/s);
+    // The contract step, accepted through the template's AcceptContractSteps parameter.
+    const accepted = await invoke('bootstrap', [{ args: [customResource('Update', props('drop-column:app.items.attachment'), props())], remainingMs: 60_000 }]);
+    expect(accepted.steps[0]?.answer).toMatchObject({ ok: true, applied: ['drop-column:app.items.attachment'] });
+    expect(cf.puts.at(-1)?.body.Status).toBe('SUCCESS');
+  });
+
+  it('bootstrap takes every setting from the custom resource\'s properties: a settings-only Update that adds a table registers it, whatever the published version\'s environment says (issue 25 item 2)', async () => {
+    cf.status = 'UPDATE_IN_PROGRESS';
+    const fresh = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
     try {
-      await invoke('bootstrap', [{ args: [cfEvent('Create')], remainingMs: 60_000 }, { args: [cfEvent('Update')], remainingMs: 60_000 }]);
-      // An unsafe change behind the deploy: FAILED with the typed error, which rolls the deploy back.
-      await t.exec('ALTER TABLE app.items DROP COLUMN attachment');
-      const refused = await invoke('bootstrap', [{ args: [cfEvent('Update')], remainingMs: 60_000 }]);
-      expect(refused.steps[0]?.answer).toMatchObject({ ok: false, error: 'unsafe_schema_change' });
-      await invoke('bootstrap', [{ args: [cfEvent('Delete')], remainingMs: 60_000 }]);
-      expect(puts.map((p) => [p.method, p.body.Status])).toEqual([['PUT', 'SUCCESS'], ['PUT', 'SUCCESS'], ['PUT', 'FAILED'], ['PUT', 'SUCCESS']]);
-      expect(puts[0]?.body).toMatchObject({ RequestId: 'r-Create', LogicalResourceId: 'LayoutBootstrap', PhysicalResourceId: 'lockstep-sync-layout',
-        Data: { LayoutVersion: String(LAYOUT_VERSION) } });
-      expect(puts[2]?.body.Reason).toMatch(/unsafe_schema_change: .*drop-column:app\.items\.attachment/s);
-      // The contract step, accepted through the template's AcceptContractSteps parameter.
-      const accepted = await invoke('bootstrap', [{ args: [cfEvent('Update', 'drop-column:app.items.attachment')], remainingMs: 60_000 }]);
-      expect(accepted.steps[0]?.answer).toMatchObject({ ok: true, applied: ['drop-column:app.items.attachment'] });
-      expect(puts.at(-1)?.body.Status).toBe('SUCCESS');
+      const two = 'app.lists:id,app.items:id';
+      // The environment of the version the alias invokes: an older deploy's database and tables.
+      const closed = new URL(t.url);
+      closed.port = '1';
+      const stale = { DATABASE_URL: closed.toString(), SYNC_TABLES: two, SYNC_MAX_SCHEMA_VERSION: '1' };
+      const out = await invoke('bootstrap', [
+        { args: [customResource('Create', layoutProperties(fresh.url, { SyncTables: two }))], remainingMs: 60_000 },
+        { args: [customResource('Update', layoutProperties(fresh.url, { SyncTables: ALL_TABLES, SyncMaxSchemaVersion: '2' }), layoutProperties(fresh.url, { SyncTables: two }))], remainingMs: 60_000 },
+      ], { env: stale });
+      const [created, updated] = out.steps.map((st) => st.answer);
+      expect(created).toMatchObject({ ok: true, created: true, registered_tables: ['app.lists', 'app.items'] });
+      expect(updated).toMatchObject({ ok: true, registered_tables: ['app.lists', 'app.items', 'app.kinds'], schema_version: 2 });
+      const registered = await fresh.exec(`SELECT schema_name || '.' || table_name AS t FROM sync.table_catalog ORDER BY table_id`);
+      expect(registered.rows.map((r) => r.t)).toEqual(['app.lists', 'app.items', 'app.kinds']);
+      expect(cf.puts.slice(-2).map((p) => p.body.Status)).toEqual(['SUCCESS', 'SUCCESS']);
+      // SyncMaxSchemaVersion is the property's too: a change beyond it is refused.
+      const capped = await invoke('bootstrap', [
+        { args: [customResource('Update', layoutProperties(fresh.url, { SyncTables: two, SyncMaxSchemaVersion: '2', Accept: 'drop-table:app.kinds' }), layoutProperties(fresh.url))], remainingMs: 60_000 },
+      ], { env: stale });
+      expect(capped.steps[0]?.answer).toMatchObject({ ok: false, error: 'layout_incompatible' });
     } finally {
-      server.close();
+      await fresh.close();
     }
+  });
+
+  it('a rollback\'s bootstrap changes nothing and answers SUCCESS, whether or not this release serves the layout it finds; a deploy is still refused (issue 25 item 7)', async () => {
+    const fresh = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
+    try {
+      const two = 'app.lists:id,app.items:id';
+      const now = layoutProperties(fresh.url);
+      const before = layoutProperties(fresh.url, { SyncTables: two, BootstrapVersion: '2' });
+      const run = async (status: string | undefined, event: unknown) => {
+        cf.status = status;
+        const out = await invoke('bootstrap', [{ args: [event], remainingMs: 60_000 }]);
+        return { answer: out.steps[0]?.answer as Record<string, any>, put: cf.puts.at(-1)?.body, lines: out.lines };
+      };
+      cf.status = 'UPDATE_IN_PROGRESS';
+      await invoke('bootstrap', [{ args: [customResource('Create', now)], remainingMs: 60_000 }]);
+      const catalog = async () => (await fresh.exec(`SELECT count(*)::int AS n FROM sync.table_catalog`)).rows[0].n as number;
+      expect(await catalog()).toBe(3);
+
+      // The failed update registered app.kinds; rolling back to the settings before it would be a
+      // drop-table, refused for a deploy but never undone by a rollback.
+      const deployBack = await run('UPDATE_IN_PROGRESS', customResource('Update', before, now));
+      expect(deployBack.put.Status).toBe('FAILED');
+      const rolledBack = await run('UPDATE_ROLLBACK_IN_PROGRESS', customResource('Update', before, now));
+      expect(rolledBack.answer).toMatchObject({ ok: true, rollback: true, layout_to: LAYOUT_VERSION });
+      expect(rolledBack.put).toMatchObject({ Status: 'SUCCESS', Data: { LayoutVersion: String(LAYOUT_VERSION) } });
+      expect(await catalog()).toBe(3);
+
+      // A newer release migrated the layout, within this release's range (min_safe_version).
+      await fresh.operator(`UPDATE sync.meta SET value = '${LAYOUT_VERSION + 1}' WHERE key = 'layout_version'`);
+      await fresh.operator(`UPDATE sync.meta SET value = '${LAYOUT_VERSION}' WHERE key = 'min_safe_version'`);
+      for (const status of ['UPDATE_ROLLBACK_IN_PROGRESS', 'UPDATE_IN_PROGRESS']) {
+        const within = await run(status, customResource('Update', now, { ...now, BootstrapVersion: '4' }));
+        expect(within.put.Status, status).toBe('SUCCESS');
+        expect(within.answer, status).toMatchObject({ ok: true, layout_to: LAYOUT_VERSION + 1 });
+      }
+      const layout = async () => (await fresh.exec(`SELECT value FROM sync.meta WHERE key = 'layout_version'`)).rows[0].value as string;
+      expect(await layout()).toBe(String(LAYOUT_VERSION + 1));
+
+      // Beyond it: a deploy of this release is refused; a rollback to it ends, and says so.
+      await fresh.operator(`UPDATE sync.meta SET value = '${LAYOUT_VERSION + 1}' WHERE key = 'min_safe_version'`);
+      const deploy = await run('UPDATE_IN_PROGRESS', customResource('Update', now, { ...now, BootstrapVersion: '4' }));
+      expect(deploy.put.Status).toBe('FAILED');
+      expect(deploy.put.Reason).toMatch(/^layout_incompatible: /);
+      const beyond = await run('UPDATE_ROLLBACK_IN_PROGRESS', customResource('Update', now, { ...now, BootstrapVersion: '4' }));
+      expect(beyond.put.Status).toBe('SUCCESS');
+      expect(beyond.put.Reason).toMatch(/^rollback: nothing changed, but this release cannot serve the layout \(layout_upgrade_required\)/);
+      expect(beyond.lines).toContainEqual(expect.objectContaining({ level: 'error', event: 'bootstrap_rollback_unservable', layout_version: LAYOUT_VERSION + 1 }));
+      // Without the stack's status (DescribeStacks refused), a lower bootstrap version tells.
+      const guessed = await run(undefined, customResource('Update', { ...now, BootstrapVersion: '6' }, { ...now, BootstrapVersion: '7' }));
+      expect(guessed.put.Status).toBe('SUCCESS');
+      expect(guessed.lines).toContainEqual(expect.objectContaining({ event: 'stack_status_unavailable', rollback: true }));
+      expect(await layout()).toBe(String(LAYOUT_VERSION + 1));
+    } finally {
+      cf.status = 'UPDATE_IN_PROGRESS';
+      await fresh.close();
+    }
+  });
+
+  it('bootstrap retries its answer to CloudFormation and logs every failed try; with no route at all it logs and fails the invocation (issue 25 item 3)', async () => {
+    cf.status = 'UPDATE_IN_PROGRESS';
+    cf.failPuts = 2;
+    const quick = { SYNC_LIMIT_CLOUD_FORMATION_RESPONSE_RETRY_MS: '50', SYNC_LIMIT_CLOUD_FORMATION_RESPONSE_ATTEMPTS: '3' };
+    const out = await invoke('bootstrap', [{ args: [customResource('Update', layoutProperties(t.url), layoutProperties(t.url))], remainingMs: 60_000 }], { env: quick });
+    expect(out.steps[0]?.answer).toMatchObject({ ok: true });
+    expect(cf.puts.slice(-3).map((p) => [p.body.Status, p.accepted])).toEqual([['SUCCESS', false], ['SUCCESS', false], ['SUCCESS', true]]);
+    expect(out.lines.filter((l) => l['event'] === 'cloudformation_response_failed').map((l) => [l['level'], l['attempt'], l['problem']])).toEqual([['warn', 1, 'answered 500'], ['warn', 2, 'answered 500']]);
+
+    // No route to the ResponseURL (a VPC without NAT): every try is logged, and the invocation
+    // fails, so Lambda retries it (the custom resource's ServiceTimeout bounds the wait).
+    const closed = new URL(cf.responseUrl);
+    closed.port = '1';
+    const lost = await invoke('bootstrap', [{ args: [{ ...(customResource('Update', layoutProperties(t.url), layoutProperties(t.url)) as object), ResponseURL: closed.toString() }], remainingMs: 60_000 }], { env: quick });
+    expect(lost.steps[0]?.answer['thrown']).toMatch(/could not be sent after 3 tries/);
+    const failures = lost.lines.filter((l) => l['event'] === 'cloudformation_response_failed');
+    expect(failures.map((l) => l['level'])).toEqual(['warn', 'warn', 'error']);
+    expect(failures[2]?.['problem']).toMatch(/fetch failed/);
   });
 
   for (const driver of ['pg', 'neon'] as const) {

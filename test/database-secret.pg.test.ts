@@ -7,8 +7,6 @@
  * `database_authentication_failed` (the template's alarm counts it); the next one reads the secret
  * again and works, with no redeploy and no restart.
  */
-import { createServer, type Server } from 'node:http';
-import { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../core/config.js';
 import { connectionStringOf } from '../core/db/secret.js';
@@ -19,46 +17,11 @@ import { createRuntime, type Runtime } from '../functions/edge/runtime.js';
 import { routes as metaRoutes } from '../functions/meta.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { APP_TABLES } from './support/schemas.js';
-
-interface StandIn {
-  readonly url: string;
-  secret: string;
-  reads: number;
-  lastAuthorization: string;
-  close(): Promise<void>;
-}
-
-async function secretsManagerStandIn(initial: string): Promise<StandIn> {
-  const state = { secret: initial, reads: 0, lastAuthorization: '' };
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      state.lastAuthorization = String(req.headers.authorization ?? '');
-      const signed = /^AWS4-HMAC-SHA256 Credential=AKIDLOCKSTEPTEST\/\d{8}\/eu-west-1\/secretsmanager\/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$/.test(state.lastAuthorization);
-      if (!signed || req.headers['x-amz-target'] !== 'secretsmanager.GetSecretValue') {
-        res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify({ __type: 'InvalidSignatureException', message: 'not signed' }));
-        return;
-      }
-      if (JSON.parse(body).SecretId !== 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:lockstep-db') {
-        res.writeHead(400).end(JSON.stringify({ __type: 'ResourceNotFoundException', message: 'no such secret' }));
-        return;
-      }
-      state.reads++;
-      res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify({ SecretString: state.secret }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return Object.assign(state, {
-    url: `http://127.0.0.1:${port}`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  }) as StandIn;
-}
+import { secretEnv, secretsManagerStandIn, type SecretsManagerStandIn } from './support/secrets-manager.js';
 
 describe('database credentials from Secrets Manager, rotated while warm', () => {
   let t: TestDb;
-  let standIn: StandIn;
+  let standIn: SecretsManagerStandIn;
   let runtime: Runtime;
   let roleUrl: (password: string) => string;
 
@@ -73,12 +36,7 @@ describe('database credentials from Secrets Manager, rotated while warm', () => 
     };
     standIn = await secretsManagerStandIn(JSON.stringify({ DATABASE_URL: roleUrl('first-password') }));
     const env = {
-      DATABASE_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:lockstep-db',
-      AWS_REGION: 'eu-west-1',
-      AWS_ACCESS_KEY_ID: 'AKIDLOCKSTEPTEST',
-      AWS_SECRET_ACCESS_KEY: 'test-secret-key',
-      AWS_SESSION_TOKEN: 'test-session-token',
-      AWS_ENDPOINT_URL_SECRETS_MANAGER: standIn.url,
+      ...secretEnv(standIn),
       SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(','),
       SYNC_DB_DRIVER: 'pg',
     };
@@ -139,11 +97,117 @@ describe('database credentials from Secrets Manager, rotated while warm', () => 
     expect(new URL(rds).hostname).toBe('db.example');
     expect(decodeURIComponent(new URL(rds).password)).toBe('p@ss/w:rd?');
     expect(new URL(rds).pathname).toBe('/main');
-    expect(() => connectionStringOf('{"user": "x"}')).toThrow(/neither DATABASE_URL nor username, password and host/);
+    expect(() => connectionStringOf('{"user": "x"}')).toThrow(/neither DATABASE_URL nor username and password with a host/);
     expect(() => connectionStringOf('not json')).toThrow(/neither a postgres:\/\/ URL nor JSON/);
   });
 
   it('configuration needs DATABASE_URL or DATABASE_SECRET_ID, and says so', () => {
     expect(() => loadConfig({ SYNC_TABLES: 'app.lists:id' })).toThrow(/DATABASE_URL: required: .*DATABASE_SECRET_ID/);
+  });
+});
+
+/**
+ * Issue 25 item 5 and issue 26 item 4: Secrets Manager refuses or throttles GetSecretValue
+ * (AccessDenied, a KMS refusal, ThrottlingException, or no route to it) while a container holds
+ * credentials that still work. Before, the refresh failure made every request a 500 with no
+ * Retry-After and a plain-text line on stderr.
+ */
+describe('Secrets Manager refusing or throttling the read', () => {
+  let t: TestDb;
+  let standIn: SecretsManagerStandIn;
+  const runtimes: Runtime[] = [];
+
+  beforeAll(async () => {
+    t = await openAppDb();
+    standIn = await secretsManagerStandIn(JSON.stringify({ DATABASE_URL: t.url }));
+  });
+  afterAll(async () => {
+    for (const r of runtimes) await r.db.pool.end().catch(() => undefined);
+    await standIn?.close();
+    await t?.close();
+  });
+
+  /** A handler whose runtime starts as runtimeFromEnv does: configuration, then openDatabase. */
+  function handlerFor(env: Record<string, string>) {
+    const full = { ...secretEnv(standIn), SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(','), SYNC_DB_DRIVER: 'pg', ...env };
+    let started: Promise<Runtime> | undefined;
+    const handler = createHandler(metaRoutes, () => (started ??= (async () => {
+      const config = loadConfig(full);
+      const { pool, secret } = await openDatabase(config, 2, full);
+      const runtime = createRuntime(config, pool, THIS_BUILD, { secret });
+      runtimes.push(runtime);
+      return runtime;
+    })().catch((error: unknown) => {
+      started = undefined;
+      throw error;
+    })));
+    return () => handler({
+      version: '2.0', routeKey: 'GET /syncx/status', rawPath: '/syncx/status', rawQueryString: '', headers: {},
+      requestContext: { http: { method: 'GET', path: '/syncx/status' } }, isBase64Encoded: false,
+    } as any);
+  }
+
+  /** Runs `fn` with console output captured: the JSON lines the runtime writes. */
+  async function logged<T>(fn: () => Promise<T>): Promise<{ result: T; lines: Record<string, unknown>[] }> {
+    const calls: unknown[] = [];
+    const spies = (['error', 'warn', 'info', 'log'] as const).map((level) => vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void calls.push(args[0])));
+    try {
+      const result = await fn();
+      return { result, lines: calls.map((c) => JSON.parse(String(c)) as Record<string, unknown>) };
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  }
+
+  for (const refusal of [{ status: 400, type: 'ThrottlingException' }, { status: 400, type: 'AccessDeniedException' }, { status: 400, type: 'KMSAccessDeniedException' }]) {
+    it(`a refresh refused with ${refusal.type} keeps serving on the cached secret, and says so in a JSON line`, async () => {
+      standIn.fail = undefined;
+      // A secret trusted for one second: the next request after it is due for a refresh.
+      const status = handlerFor({ SYNC_LIMIT_SECRET_REFRESH_SECONDS: '1' });
+      expect((await status()).statusCode).toBe(200);
+      await new Promise((r) => setTimeout(r, 1100));
+      standIn.fail = refusal;
+      const attempts = standIn.attempts;
+      const { result, lines } = await logged(status);
+      expect(result.statusCode, result.body).toBe(200);
+      expect(standIn.attempts).toBeGreaterThan(attempts);
+      expect(lines).toContainEqual(expect.objectContaining({ level: 'warn', event: 'database_secret_read_failed', type: refusal.type, serving_cached: true, reason: 'expired' }));
+      // The next requests do not call the service again before the retry interval.
+      const after = standIn.attempts;
+      for (let i = 0; i < 3; i++) expect((await status()).statusCode).toBe(200);
+      expect(standIn.attempts).toBe(after);
+    });
+  }
+
+  it('without a cached secret: 503 with Retry-After and reason database_secret_unavailable, and no call per request', async () => {
+    standIn.fail = { status: 400, type: 'AccessDeniedException' };
+    const status = handlerFor({});
+    const { result, lines } = await logged(status);
+    expect(result.statusCode, result.body).toBe(503);
+    expect(Number(result.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(JSON.parse(result.body as string)).toMatchObject({ error: 'service_unavailable', reason: 'database_secret_unavailable' });
+    expect(lines).toContainEqual(expect.objectContaining({ level: 'error', event: 'database_secret_read_failed', type: 'AccessDeniedException', serving_cached: false }));
+    // Every line is JSON (a metric filter reads them); none is plain text.
+    expect(lines.find((l) => l['event'] === 'request')).toMatchObject({ level: 'warn', status: 503, reason: 'database_secret_unavailable' });
+    const attempts = standIn.attempts;
+    expect((await status()).statusCode).toBe(503);
+    expect(standIn.attempts).toBe(attempts);
+    standIn.fail = undefined;
+  });
+
+  it('an RDS-managed secret ({username, password} only) connects to DATABASE_HOST, with TLS required', async () => {
+    const url = new URL(t.url);
+    // What RDS keeps for a password it manages: no host.
+    const rds = JSON.stringify({ username: url.username, password: decodeURIComponent(url.password) });
+    const built = new URL(connectionStringOf(rds, { host: `127.0.0.1:${url.port}`, dbname: url.pathname.slice(1) }));
+    expect([built.hostname, built.port, built.pathname, built.searchParams.get('sslmode')]).toEqual(['127.0.0.1', url.port, url.pathname, 'verify-full']);
+    expect(() => connectionStringOf(rds)).toThrow(/host \(in the secret, or DATABASE_HOST\)/);
+    // The test server speaks no TLS: the connection is refused rather than made in the clear
+    // (test/built-bundles.pg.test.ts connects through a TLS endpoint).
+    standIn.secret = rds;
+    const status = handlerFor({ DATABASE_HOST: `127.0.0.1:${url.port}`, DATABASE_NAME: url.pathname.slice(1) });
+    const { result } = await logged(status);
+    expect(result.statusCode).toBe(503);
+    expect(standIn.reads).toBeGreaterThan(0);
   });
 });

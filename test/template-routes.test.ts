@@ -218,9 +218,11 @@ describe('infra/template.yaml', () => {
     expect(env['DATABASE_URL']).toEqual({ 'Fn::If': ['UseSecret', '', { Ref: 'DatabaseUrl' }] });
     // SAM's generated roles attach AWSLambdaVPCAccessExecutionRole whenever VpcConfig is present,
     // even as an !If that resolves to nothing: every function uses the one explicit role instead.
-    // (The push function's role adds posting to the WebSocket connections.)
-    for (const [name, { props }] of functionsByName()) expect(props['Role'], name).toEqual({ 'Fn::GetAtt': [name === 'push' ? 'PushFunctionRole' : 'FunctionRole', 'Arn'] });
-    for (const id of ['FunctionRole', 'PushFunctionRole']) {
+    // (The push function's role adds posting to the WebSocket connections, the bootstrap's reading
+    // its own stack's status.)
+    const roles: Record<string, string> = { push: 'PushFunctionRole', bootstrap: 'BootstrapFunctionRole' };
+    for (const [name, { props }] of functionsByName()) expect(props['Role'], name).toEqual({ 'Fn::GetAtt': [roles[name] ?? 'FunctionRole', 'Arn'] });
+    for (const id of ['FunctionRole', 'PushFunctionRole', 'BootstrapFunctionRole']) {
       const role = template.Resources[id]?.Properties ?? {};
       const vpc = role['ManagedPolicyArns'].find((a: any) => JSON.stringify(a).includes('AWSLambdaVPCAccessExecutionRole'));
       expect(vpc['Fn::If'][0], id).toBe('UseVpc');
@@ -232,7 +234,7 @@ describe('infra/template.yaml', () => {
 
   it('alarms on 5xx, throttles, maintenance failures (dead letters too) and refused database credentials; logs and throttles the API (issue 17 item 6)', () => {
     const alarms = Object.entries(template.Resources).filter(([, r]) => r.Type === 'AWS::CloudWatch::Alarm');
-    expect(alarms.map(([id]) => id).sort()).toEqual(['Api5xxAlarm', 'DatabaseAuthenticationAlarm', 'MaintenanceDeadLetterAlarm', 'MaintenanceErrorAlarm', 'ThrottleAlarm']);
+    expect(alarms.map(([id]) => id).sort()).toEqual(['Api5xxAlarm', 'DatabaseAuthenticationAlarm', 'MaintenanceDeadLetterAlarm', 'MaintenanceErrorAlarm', 'NotificationFailuresAlarm', 'ThrottleAlarm', 'DatabaseSecretReadAlarm', 'JwksUnavailableAlarm', 'WebSocketErrorAlarm'].sort());
     for (const [id, r] of alarms) expect(r.Properties?.['AlarmActions'], id).toEqual({ 'Fn::If': ['HasAlarmTopic', [{ Ref: 'AlarmTopicArn' }], { Ref: 'AWS::NoValue' }] });
     // Every function's log group counts the line functions/edge/database.ts writes.
     const filters = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Logs::MetricFilter');
@@ -259,7 +261,7 @@ describe('infra/template.yaml', () => {
       expect(props['Tracing'], name).toBeUndefined();
     }
     // Writing traces is granted only with tracing on.
-    for (const id of ['FunctionRole', 'PushFunctionRole']) {
+    for (const id of ['FunctionRole', 'PushFunctionRole', 'BootstrapFunctionRole']) {
       const traces = (template.Resources[id]?.Properties?.['Policies'] as any[]).find((p) => JSON.stringify(p).includes('xray:PutTraceSegments'));
       expect(traces?.['Fn::If']?.[0], id).toBe('TraceActively');
     }

@@ -13,13 +13,13 @@
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
-import { Db, createPool, type PoolOptions } from '../core/db/index.js';
+import { Db, createPool, sql, type PoolOptions } from '../core/db/index.js';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { defaultLimits } from '../core/limits.js';
 import { createHandler, createRuntime, functionRoutes, type HttpApiEvent, type Runtime } from '../functions/index.js';
 import { startGateway } from '../dev/gateway.js';
 import { createDatabase } from './support/pg-server.js';
-import { bootstrapAppSchema, openTestDb, runtimePoolOptions } from './support/server-db.js';
+import { bootstrapAppSchema, openTestDb, runtimePoolOptions, type TestDb } from './support/server-db.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './support/schemas.js';
 import { apiClient, TEST_JWT_SECRET, type ApiAnswer, type ApiClient } from './support/server.js';
 import { startTcpProxy } from './support/tcp-proxy.js';
@@ -202,19 +202,21 @@ describe('a black-holed connection', () => {
 });
 
 describe('bootstrap installs the bounds', () => {
-  it('a lock bound on every managed function a request calls, and the role settings in this database; a revalidation writes nothing', async () => {
+  const roleSettingsOf = (t: TestDb) => async (): Promise<string[]> =>
+    (await t.exec(`SELECT coalesce(s.setconfig, '{}') AS config FROM pg_db_role_setting s
+        WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+          AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rows[0]?.config ?? [];
+
+  it('a lock bound on every managed function a request calls, and the role settings only when asked (RoleTimeouts=on); a revalidation writes nothing', async () => {
     const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
     cleanups.push(() => t.close());
-    const roleSettings = async () =>
-      (await t.exec(`SELECT coalesce(s.setconfig, '{}') AS config FROM pg_db_role_setting s
-          WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-            AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rows[0]?.config ?? [];
+    const roleSettings = roleSettingsOf(t);
     const functionBounds = async () =>
       (await t.exec(`SELECT p.proname AS name, coalesce(array_to_string(p.proconfig, ','), '') AS config FROM pg_proc p
           WHERE p.pronamespace = 'sync'::regnamespace AND p.proname IN ('push_commit', 'push_chunk', 'pull', 'snapshot_create', 'connect', 'layout_state')
           ORDER BY 1`)).rows.map((r) => `${r.name} ${(r.config as string).split(',').filter((c) => c.startsWith('lock_timeout=')).join(',')}`);
 
-    const first = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 } });
+    const first = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 }, roleBounds: true });
     expect(first.roleBounds).toBe('installed');
     expect(await roleSettings()).toEqual(expect.arrayContaining(['statement_timeout=7000', 'lock_timeout=1500',
       `idle_in_transaction_session_timeout=${defaultLimits.idleInTransactionTimeoutMs}`, `client_connection_check_interval=${defaultLimits.clientCheckIntervalMs}`]));
@@ -226,13 +228,52 @@ describe('bootstrap installs the bounds', () => {
     await session.end();
 
     // Revalidating with the same bounds writes nothing.
-    const again = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 } });
+    const again = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 }, roleBounds: true });
     expect(again).toMatchObject({ unchanged: true, roleBounds: 'unchanged' });
-    // Other bounds are applied by the next bootstrap; SYNC_ROLE_TIMEOUTS=off leaves the role alone.
-    const changed = await bootstrap(new Db(t.db.pool, defaultLimits), { tables: APP_TABLES, roleBounds: false });
-    expect(changed).toMatchObject({ unchanged: false, roleBounds: 'skipped' });
+    // Other bounds are applied by the next bootstrap.
+    const changed = await bootstrap(new Db(t.db.pool, defaultLimits), { tables: APP_TABLES, roleBounds: true });
+    expect(changed).toMatchObject({ unchanged: false, roleBounds: 'installed' });
     expect(await functionBounds()).toEqual(['connect', 'layout_state', 'pull', 'push_chunk', 'push_commit', 'snapshot_create'].map((n) => `${n} lock_timeout=${defaultLimits.lockTimeoutMs}`));
-    expect(await roleSettings()).toContain('statement_timeout=7000');
-    expect(loadConfig({ DATABASE_URL: 'x', SYNC_TABLES: SYNC_TABLES, SYNC_ROLE_TIMEOUTS: 'off' }).roleTimeouts).toBe(false);
+    expect(loadConfig({ DATABASE_URL: 'x', SYNC_TABLES: SYNC_TABLES, SYNC_ROLE_TIMEOUTS: 'on' }).roleTimeouts).toBe(true);
+  });
+
+  it('by default bootstrap puts no timeout on the role, and removes the ones an earlier release put there, leaving the operator\'s own (issue 25 item 6)', async () => {
+    const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
+    cleanups.push(() => t.close());
+    const roleSettings = roleSettingsOf(t);
+    const roleSession = async (): Promise<Record<string, string>> => {
+      const session = new pg.Client({ connectionString: t.url });
+      await session.connect();
+      try {
+        const rows = (await session.query(`SELECT name, setting FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout')`)).rows;
+        return Object.fromEntries(rows.map((r) => [r.name, r.setting]));
+      } finally {
+        await session.end();
+      }
+    };
+    expect(loadConfig({ DATABASE_URL: 'x', SYNC_TABLES: SYNC_TABLES }).roleTimeouts).toBe(false);
+    // A fresh bootstrap with the defaults: an unrelated session of the same role is unbounded
+    // (before, its statement_timeout was 20 s and a pg_sleep(21) failed with 57014).
+    const fresh = await bootstrap(t.db, { tables: APP_TABLES, bounds: defaultLimits });
+    expect(fresh.roleBounds).toBe('unchanged');
+    expect(await roleSettings()).toEqual([]);
+    expect(await roleSession()).toEqual({ statement_timeout: '0', lock_timeout: '0', idle_in_transaction_session_timeout: '0' });
+
+    // An earlier release installed them; the operator also set a value of their own.
+    await bootstrap(t.db, { tables: APP_TABLES, bounds: defaultLimits, roleBounds: true });
+    const database = (await t.exec('SELECT current_database() AS d')).rows[0].d as string;
+    await t.exec(`ALTER ROLE CURRENT_USER IN DATABASE "${database}" SET lock_timeout = 45000`);
+    expect(await roleSettings()).toContain(`statement_timeout=${defaultLimits.statementTimeoutMs}`);
+    const upgraded = await bootstrap(t.db, { tables: APP_TABLES, bounds: defaultLimits });
+    expect(upgraded.roleBounds).toBe('removed');
+    expect(await roleSettings()).toEqual(['lock_timeout=45000']);
+    expect(await roleSession()).toMatchObject({ statement_timeout: '0', idle_in_transaction_session_timeout: '0' });
+    expect((await bootstrap(t.db, { tables: APP_TABLES, bounds: defaultLimits })).roleBounds).toBe('unchanged');
+
+    // The service still bounds its own transactions, whatever the role says.
+    const runtimeDb = new Db(t.db.pool, { ...defaultLimits });
+    const own = await runtimeDb.runTx((tx) => tx.query<{ s: string; i: string }>(sql`
+      SELECT current_setting('statement_timeout') AS s, current_setting('idle_in_transaction_session_timeout') AS i`));
+    expect(own[0]).toEqual({ s: '20s', i: '30s' });
   });
 });

@@ -30,9 +30,9 @@ function expectUnavailable(answer: ApiAnswer, what: string, retryAfter = '1'): v
 }
 
 /** A fresh bootstrapped database (bootstrapped over a direct connection), with these time bounds. */
-async function freshDatabase(bounds: Partial<TimeBounds> = {}): Promise<string> {
+async function freshDatabase(bounds: Partial<TimeBounds> = {}, roleBounds = false): Promise<string> {
   const url = await createDatabase(inject('pgAdminUrl'), 'unavail');
-  await bootstrapAppSchema(url, { ...defaultLimits, ...bounds });
+  await bootstrapAppSchema(url, { ...defaultLimits, ...bounds }, roleBounds);
   return url;
 }
 
@@ -83,11 +83,12 @@ describe('503 service_unavailable, never 500', () => {
     ['statement_timeout', '57014'],
   ] as const) {
     it(`${setting} (${sqlstate}) on every endpoint while an operator holds the tables; the same requests succeed afterwards`, async () => {
-      // Bootstrap installs the bound: the role's setting in this database, which every backend
-      // that starts from now on takes (the runtime pool's, direct, through PgBouncer or behind
-      // the Neon forwarder, none of which exists yet), and the lock bound of every function a
-      // request calls.
-      const url = await freshDatabase(setting === 'lock_timeout' ? { lockTimeoutMs: 300 } : { statementTimeoutMs: 300 });
+      // Bootstrap installs the bound. The lock bound of every function a request calls, by
+      // default. A statement bound on the role in this database only when asked
+      // (RoleTimeouts=on, a role that runs nothing else): every backend that starts from now on
+      // takes it (the runtime pool's, direct, through PgBouncer or behind the Neon forwarder,
+      // none of which exists yet).
+      const url = await freshDatabase(setting === 'lock_timeout' ? { lockTimeoutMs: 300 } : { statementTimeoutMs: 300 }, setting === 'statement_timeout');
       const admin = new pg.Client({ connectionString: url });
       await admin.connect();
       cleanups.push(() => admin.end());

@@ -37,7 +37,7 @@ import { describeLayout, diffDescriptions, type DescriptionFormat } from './desc
 import { migrateLayout, readLayoutVersion, type LayoutVersion } from './migrate.js';
 import { BOOTSTRAP_LOCK_KEY } from './lock.js';
 import { LAYOUT_CHANNEL } from '../sync/notify/channels.js';
-import { boundFunctions, DEFAULT_BOUNDS, functionsToBound, installRoleBounds, type RoleBoundsOutcome, type TimeBounds } from './bounds.js';
+import { boundFunctions, DEFAULT_BOUNDS, functionsToBound, installRoleBounds, removeRoleBounds, type RoleBoundsOutcome, type TimeBounds } from './bounds.js';
 import { diffCatalog, type StoredEntry } from './evolve.js';
 import { type CatalogColumn } from '../sync/catalog/compat.js';
 import { distributeOnCitus } from '../scale/citus.js';
@@ -58,7 +58,11 @@ export interface BootstrapOptions {
   readonly targetLayoutVersion?: number;
   /** Time bounds to install (bounds.ts); the limits' defaults when absent. */
   readonly bounds?: TimeBounds;
-  /** Install the role's timeout settings in this database (default true; SYNC_ROLE_TIMEOUTS=off). */
+  /**
+   * Install the role's timeout settings in this database (SYNC_ROLE_TIMEOUTS=on). Default false:
+   * they would bind every session of the role, so bootstrap leaves them out and removes those an
+   * earlier release installed (bounds.ts).
+   */
   readonly roleBounds?: boolean;
 }
 
@@ -370,7 +374,7 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
   const readOnly = { readOnly: true, isolation: Isolation.repeatableRead } as const;
   const p = await db.runTx((tx) => plan(tx, opts), readOnly);
   const roleBounds = (): Promise<RoleBoundsOutcome> =>
-    opts.roleBounds === false ? Promise.resolve('skipped' as const) : installRoleBounds(db, opts.bounds ?? DEFAULT_BOUNDS);
+    opts.roleBounds === true ? installRoleBounds(db, opts.bounds ?? DEFAULT_BOUNDS) : removeRoleBounds(db, opts.bounds ?? DEFAULT_BOUNDS);
   if (p.layout && p.layout.version > target) {
     // A newer build upgraded the layout (a rollback, or an older function's deploy): change nothing.
     const range = servable(p.layout, { version: target, minServed: target });

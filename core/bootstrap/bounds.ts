@@ -4,9 +4,14 @@
  * issue 17 item 3):
  * - every managed function a request calls waits for a lock at most `lock_timeout_ms` (a SET
  *   clause of the function: it holds on any connection, pooled or not, whatever the session says);
- * - the role's settings in this database, where the role may set them (an ordinary role may set
- *   its own): statement_timeout, lock_timeout, idle_in_transaction_session_timeout and
- *   client_connection_check_interval. They apply to sessions that start afterwards.
+ *   the runtime's transactions set their statement, lock and idle-in-transaction bounds
+ *   transaction-locally (core/db/port.ts), and every statement has the client-side query bound;
+ * - only when asked (SYNC_ROLE_TIMEOUTS=on, the template's RoleTimeouts): the role's settings in
+ *   this database: statement_timeout, lock_timeout, idle_in_transaction_session_timeout and
+ *   client_connection_check_interval. They bind every session of the role, the application's own
+ *   migrations and backfills too (issue 25 item 6: a pg_sleep(21) of the role failed with 57014),
+ *   so by default bootstrap does not set them, and removes those an earlier release set: the ones
+ *   whose values are exactly its bounds (a value the operator chose otherwise stays).
  */
 import { sql, type Db, type Queryable } from '../db/index.js';
 import { quoteIdent } from '../db/sql.js';
@@ -63,7 +68,7 @@ export async function boundFunctions(tx: Queryable, bounds: TimeBounds): Promise
 }
 
 /** What bootstrap did about the role's settings. */
-export type RoleBoundsOutcome = 'unchanged' | 'installed' | 'skipped' | `refused: ${string}`;
+export type RoleBoundsOutcome = 'unchanged' | 'installed' | 'removed' | 'skipped' | `refused: ${string}`;
 
 function roleSettings(bounds: TimeBounds): Record<string, number> {
   return {
@@ -79,21 +84,45 @@ function roleSettings(bounds: TimeBounds): Record<string, number> {
  * revalidating bootstrap writes nothing). A role that may not set them leaves them as they are:
  * the function bounds and the runtime's client-side bounds still hold.
  */
-export async function installRoleBounds(db: Db, bounds: TimeBounds): Promise<RoleBoundsOutcome> {
+async function roleConfig(db: Db): Promise<{ have: Set<string>; database: string }> {
   const [row] = await db.query<{ config: string[] | null; database: string }>(sql`
     SELECT (SELECT s.setconfig FROM pg_db_role_setting s
              WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
                AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())) AS config,
            current_database() AS database`);
-  const have = new Set(row?.config ?? []);
-  const want = Object.entries(roleSettings(bounds)).filter(([name, value]) => !have.has(`${name}=${value}`));
+  return { have: new Set(row?.config ?? []), database: row?.database ?? '' };
+}
+
+export async function installRoleBounds(db: Db, bounds: TimeBounds): Promise<RoleBoundsOutcome> {
+  const { have, database: name } = await roleConfig(db);
+  const want = Object.entries(roleSettings(bounds)).filter(([setting, value]) => !have.has(`${setting}=${value}`));
   if (want.length === 0) return 'unchanged';
-  const database = quoteIdent(row?.database ?? '');
+  const database = quoteIdent(name);
   try {
     await db.runTx(async (tx) => {
       await tx.simple(want.map(([name, value]) => `ALTER ROLE CURRENT_USER IN DATABASE ${database} SET ${name} = ${value}`).join(';\n'));
     });
     return 'installed';
+  } catch (error) {
+    return `refused: ${(error as Error).message}`;
+  }
+}
+
+/**
+ * Removes the role's settings in this database that an earlier release installed: those whose
+ * value is exactly one of `bounds` (the current limits) or the default limits. A read otherwise,
+ * so a revalidating bootstrap writes nothing; a value the operator set otherwise is left alone.
+ */
+export async function removeRoleBounds(db: Db, bounds: TimeBounds): Promise<RoleBoundsOutcome> {
+  const { have, database } = await roleConfig(db);
+  const ours = new Set([...Object.entries(roleSettings(bounds)), ...Object.entries(roleSettings(DEFAULT_BOUNDS))].map(([name, value]) => `${name}=${value}`));
+  const names = [...new Set([...have].filter((setting) => ours.has(setting)).map((setting) => setting.slice(0, setting.indexOf('='))))];
+  if (names.length === 0) return 'unchanged';
+  try {
+    await db.runTx(async (tx) => {
+      await tx.simple(names.map((name) => `ALTER ROLE CURRENT_USER IN DATABASE ${quoteIdent(database)} RESET ${name}`).join(';\n'));
+    });
+    return 'removed';
   } catch (error) {
     return `refused: ${(error as Error).message}`;
   }

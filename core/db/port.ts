@@ -59,6 +59,12 @@ export interface TxOptions {
 export interface DbBounds {
   readonly statementTimeoutMs: number;
   readonly lockTimeoutMs: number;
+  /**
+   * How long a transaction of this Db may sit idle (its client died or froze mid-transaction)
+   * before the server ends it: set transaction-locally like the others, so the service bounds its
+   * own transactions without a setting on the whole role (issue 25 item 6).
+   */
+  readonly idleInTransactionTimeoutMs?: number;
   /** Client-side bound of one statement: a silently dropped connection never answers. */
   readonly queryTimeoutMs?: number;
   /** Client-side bound of waiting for a connection (a free slot, or a new one). */
@@ -277,11 +283,13 @@ export class Db implements Queryable {
     const remaining = this.remainingMs();
     const statementMs = Number.isFinite(remaining) ? Math.max(1, Math.min(configured > 0 ? configured : Infinity, Math.trunc(remaining))) : configured;
     const lockMs = Math.trunc(options.lockTimeoutMs ?? this.defaults.lockTimeoutMs);
+    const idleMs = Math.trunc(this.defaults.idleInTransactionTimeoutMs ?? 0);
     let broken: Error | undefined;
     try {
       await tx.simple(
         `BEGIN ISOLATION LEVEL ${isolation}${mode}; ` +
-          `SELECT set_config('statement_timeout', '${statementMs}', true), set_config('lock_timeout', '${lockMs}', true)`,
+          `SELECT set_config('statement_timeout', '${statementMs}', true), set_config('lock_timeout', '${lockMs}', true)` +
+          (idleMs > 0 ? `, set_config('idle_in_transaction_session_timeout', '${idleMs}', true)` : ''),
       );
       const result = await fn(tx);
       await tx.simple('COMMIT');

@@ -41,6 +41,11 @@ export const Conflict = z.object({
   server_row_version: z.int(),
   server_row_deleted: z.boolean(),
   server_row: z.nullable(z.record(z.string(), z.unknown())),
+  /**
+   * The server row did not fit the answer's byte budget and was left out (`server_row` is null but
+   * the row exists): read it from committed bundle `server_row_version` (protocol §5.2).
+   */
+  server_row_omitted: z.optional(z.boolean()),
 });
 export type Conflict = z.infer<typeof Conflict>;
 
@@ -65,5 +70,7 @@ export const ErrorBody = z.looseObject({
     }),
   ),
   details: z.optional(z.unknown()),
+  /** How many problems there are when `details` lists only the first that fit the answer. */
+  detail_count: z.optional(z.int()),
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;

@@ -15,9 +15,14 @@ export type ChangedMessage = z.infer<typeof ChangedMessage>;
 
 /**
  * A keepalive the client sends now and then: API Gateway closes a WebSocket after 10 minutes
- * without a message. The server answers nothing.
+ * without a message. It carries the highest `latest_bundle_seq` the device has heard of; when the
+ * user's latest is past it (a notification that never arrived: the management API refused it,
+ * timed out), the server answers with a `changed` message, so a device learns of a commit within
+ * one ping interval however its notification failed. Without the field the server answers with
+ * the latest every time (AWS; the local gateway, whose notifications come from the commit feed,
+ * answers nothing).
  */
-export const PingMessage = z.object({ type: z.literal('ping') });
+export const PingMessage = z.object({ type: z.literal('ping'), latest_bundle_seq: z.optional(count) });
 export type PingMessage = z.infer<typeof PingMessage>;
 
 /** Query parameters of the upgrade request. */

@@ -14,9 +14,13 @@ export interface Database {
   readonly secret: DatabaseSecret | undefined;
 }
 
-export async function openDatabase(config: Config, max: number, env: Record<string, string | undefined> = process.env): Promise<Database> {
+/**
+ * `onSecretReadFailed`: a failed read of the secret (the runtime counts DatabaseSecretReadFailures,
+ * which the template alarms on; the secret module logs the line itself).
+ */
+export async function openDatabase(config: Config, max: number, env: Record<string, string | undefined> = process.env, onSecretReadFailed?: () => void): Promise<Database> {
   const secret = databaseSecretFromEnv(env, config.limits.secretRefreshSeconds * 1000, ({ changed, reason }) =>
-    logEvent('info', 'database_secret_read', { reason, password_changed: changed }));
+    logEvent('info', 'database_secret_read', { reason, password_changed: changed }), config.limits.secretRetryAfterFailureSeconds * 1000, onSecretReadFailed);
   const open = (connectionString: string) => createPool({
     connectionString,
     max,
@@ -26,8 +30,9 @@ export async function openDatabase(config: Config, max: number, env: Record<stri
     ...(config.neonWsProxy ? { neonWsProxy: config.neonWsProxy } : {}),
   });
   if (!secret) return { pool: await open(config.databaseUrl), secret };
-  // Read at start, so a missing or unreadable secret fails the cold start, not a request.
-  await secret.connectionString();
+  // Read at start, not awaited: an unreadable secret is logged once here, and requests answer a
+  // typed 503 with Retry-After (core/db/secret.ts) instead of failing the container's start.
+  void secret.connectionString().catch(() => undefined);
   return { pool: new SecretPool(secret, open), secret };
 }
 

@@ -3,9 +3,11 @@
  * map the outcome. Routes stay thin: they validate input and call the core.
  */
 import { SyncError } from '../../core/errors.js';
-import { type Limits } from '../../core/limits.js';
+import { defaultLimits, LAMBDA_PAYLOAD_BYTES_MAX, type Limits } from '../../core/limits.js';
 import { ANONYMOUS_OWNER, type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
+import { pageBudgetBytes } from '../../core/sync/context.js';
+import { fitBody } from './answer-budget.js';
 import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
 import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
@@ -22,6 +24,12 @@ export interface RouteContext {
   sync(): Promise<SyncContext>;
   /** Aborts when the caller is gone (the local gateway's connection closed); never in Lambda. */
   readonly signal: AbortSignal | undefined;
+  /**
+   * When this request must have stopped waiting on the database (epoch ms): request_timeout_ms
+   * from its start, in Lambda never later than the function's remaining time less
+   * function_reserve_ms. A route that waits by choice (watch) ends its wait before it.
+   */
+  readonly deadline: number;
   /**
    * Marks that this request committed a bundle of `userId`: once the route has answered, the
    * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
@@ -129,8 +137,9 @@ async function notifyCommitted(runtime: Runtime, db: Db, userId: string): Promis
     if ((await runtime.catalog(db)).layoutVersion < NOTIFY_LAYOUT_VERSION) return;
     await runtime.notifier.committed(db, userId);
   } catch (error) {
+    // The connections could not even be read (the notifier reports failed posts itself).
     runtime.telemetry.count('NotificationFailures');
-    runtime.telemetry.log('error', 'notification_failed', { message: (error as Error).message });
+    runtime.telemetry.log('warn', 'notification_failed', { user_id: userId, message: (error as Error).message });
   }
 }
 
@@ -148,6 +157,15 @@ function finishRequest(telemetry: Telemetry, started: number, route: string, ans
 }
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });
+
+/**
+ * The answer within the byte budget of every answer (answer-budget.ts): the same budget, in the
+ * same escaped bytes, as the pages PostgreSQL renders.
+ */
+function budgeted(answer: EdgeAnswer, limits: Limits): EdgeAnswer {
+  const body = fitBody(answer.body, pageBudgetBytes(limits), LAMBDA_PAYLOAD_BYTES_MAX - limits.responseEnvelopeBytes);
+  return body === answer.body ? answer : { ...answer, body };
+}
 
 export function createHandler(routes: readonly Route[], getRuntime: () => Promise<Runtime> = runtimeFromEnv): LambdaHandler {
   return async (event, context) => {
@@ -183,11 +201,12 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
         signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
+        deadline,
         committed: (userId) => void committedUsers.add(userId),
         count: (metric, value) => rt.telemetry.count(metric, value),
       };
       const committedUsers = new Set<string>();
-      const answer = await route.run(request, ctx);
+      const answer = budgeted(await route.run(request, ctx), limits);
       for (const userId of committedUsers) await notifyCommitted(rt, requestDb, userId);
       // The database answered this request: record what an outage kept from it (rarely anything).
       if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
@@ -197,7 +216,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
       runtime?.noteError(error);
-      const answer = errorAnswer(error, retryAfterSeconds);
+      const answer = budgeted(errorAnswer(error, retryAfterSeconds), runtime?.config.limits ?? defaultLimits);
       const roundTrips = db?.roundTrips.count ?? 0;
       finishRequest(runtime?.telemetry ?? consoleTelemetry, started, routeName, answer, roundTrips, actor.userId, error);
       return toHttp(answer, roundTrips);

@@ -68,7 +68,9 @@ export function toHttp(answer: EdgeAnswer, roundTrips: number, acceptEncoding?: 
  * - class 53 (insufficient resources: too_many_connections 53300, disk full, out of memory);
  * - refused at connection time: the database is gone (3D000) or the runtime's credentials no
  *   longer work (class 28). Operators fix these, not clients;
- * - socket errors and the drivers' connect and pool-slot timeouts, which carry no SQLSTATE.
+ * - socket errors and the drivers' connect and pool-slot timeouts, which carry no SQLSTATE;
+ * - TLS that cannot be had (a server without it, a certificate that does not verify): the
+ *   connection string requires it, and nothing falls back to the clear.
  * The write path maps a connection lost during COMMIT to commit_outcome_unknown before this.
  */
 export function isUnavailable(error: unknown): boolean {
@@ -78,8 +80,9 @@ export function isUnavailable(error: unknown): boolean {
   if (code.startsWith('08') || code.startsWith('57P') || code.startsWith('53') || code.startsWith('28')) return true;
   if (['57014', '55P03', '40001', '40P01', '3D000'].includes(code)) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code)) return true;
+  if (/CERT|^ERR_TLS_|^ERR_SSL_/.test(code)) return true;
   const message = typeof e.message === 'string' ? e.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Connection ended unexpectedly|WebSocket/i.test(message);
+  return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Connection ended unexpectedly|WebSocket|does not support SSL/i.test(message);
 }
 
 /**

@@ -12,7 +12,7 @@ import { type CommitFeed } from '../../core/sync/notify/commit-feed.js';
 import { type CommitNotifier } from '../../core/sync/notify/connections.js';
 import { setLogSink } from '../../core/log.js';
 import { consoleTelemetry, powertoolsTelemetry, type Telemetry } from './telemetry.js';
-import { lambdaCredentials, managementApiNotifier } from './ws-notifier.js';
+import { lambdaCredentials, managementApiNotifier, type NotifyOutcome } from './ws-notifier.js';
 
 export interface Runtime {
   readonly config: Config;
@@ -75,6 +75,7 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
   const db = new Db(pool, {
     statementTimeoutMs: limits.statementTimeoutMs,
     lockTimeoutMs: limits.lockTimeoutMs,
+    idleInTransactionTimeoutMs: limits.idleInTransactionTimeoutMs,
     queryTimeoutMs: limits.queryTimeoutMs,
     connectTimeoutMs: limits.dbConnectTimeoutMs,
   }, undefined, share);
@@ -127,6 +128,19 @@ export function createRuntime(config: Config, pool: PoolLike, build: BuildRange 
   };
 }
 
+/**
+ * What became of a commit's notifications: a failed post (the management API refused it, 403 for
+ * a role without the permission; timed out; unreachable from the VPC) is a warning with the
+ * statuses and a `NotificationFailures` count, which the template's alarm watches; the rest is a
+ * debug line.
+ */
+export function reportNotifications(telemetry: Telemetry, outcome: NotifyOutcome): void {
+  const fields = { user_id: outcome.userId, posted: outcome.posted, gone: outcome.gone, failed: outcome.failed, statuses: outcome.statuses };
+  if (outcome.failed === 0) return telemetry.log('debug', 'notified', fields);
+  telemetry.count('NotificationFailures', outcome.failed);
+  telemetry.log('warn', 'notification_failed', fields);
+}
+
 let fromEnv: Promise<Runtime> | undefined;
 
 /** The runtime Lambda handlers use: configuration from the environment, created on first use. */
@@ -136,7 +150,7 @@ export function runtimeFromEnv(): Promise<Runtime> {
     const telemetry = powertoolsTelemetry();
     setLogSink(telemetry.log);
     const config = loadConfig();
-    const { pool, secret } = await openDatabase(config, config.dbPoolMax);
+    const { pool, secret } = await openDatabase(config, config.dbPoolMax, process.env, () => telemetry.count('DatabaseSecretReadFailures'));
     // In AWS the WebSocket API's management endpoint, when deployed, gets every commit's notice.
     const notifier = config.wsEndpoint
       ? managementApiNotifier({
@@ -144,6 +158,7 @@ export function runtimeFromEnv(): Promise<Runtime> {
           region: config.awsRegion ?? 'us-east-1',
           credentials: () => lambdaCredentials(),
           timeoutMs: config.limits.notifyTimeoutMs,
+          onOutcome: (outcome) => reportNotifications(telemetry, outcome),
         })
       : undefined;
     return createRuntime(config, pool, THIS_BUILD, { secret, notifier, telemetry });

@@ -31,8 +31,12 @@ export type MetricName =
   | 'CommitOutcomeUnknown'
   /** Answers 500: a defect, logged with its stack. */
   | 'InternalErrors'
-  /** Commits whose WebSocket notification could not be posted (the commit stands). */
-  | 'NotificationFailures';
+  /** WebSocket notifications of commits that could not be posted (the commit stands). */
+  | 'NotificationFailures'
+  /** Reads of the database secret that failed (refused, throttled, unreachable); the cached one serves. */
+  | 'DatabaseSecretReadFailures'
+  /** $connect tokens that could not be checked because the issuer's JWKS could not be fetched. */
+  | 'JwksUnavailable';
 
 /** How a request ended, for its log line. */
 export interface RequestOutcome {
@@ -79,13 +83,24 @@ function outcomeFields(outcome: RequestOutcome): LogFields {
   };
 }
 
-/** A long-running process: core/log.ts's console lines for warnings and errors, no metrics. */
+/** An error as JSON fields: what a metric filter or a reader of the log needs, stack included. */
+function errorFields(error: unknown): LogFields {
+  if (!(error instanceof Error)) return { error: { message: String(error) } };
+  const code = (error as { code?: unknown }).code;
+  return { error: { name: error.name, message: error.message, ...(code === undefined ? {} : { code }), stack: error.stack } };
+}
+
+/**
+ * A long-running process, and a Lambda function before its runtime exists (a failed start):
+ * core/log.ts's JSON lines for warnings and errors, no metrics. Never plain text, which no metric
+ * filter can read.
+ */
 export const consoleTelemetry: Telemetry = {
   begin() {},
   count() {},
   finish(outcome, error) {
     const level = levelOf(outcome.status);
-    if (level === 'error') console.error('lockstep internal error', error);
+    if (level === 'error') logEvent(level, 'request', { ...outcomeFields(outcome), ...errorFields(error) });
     else if (level === 'warn') logEvent(level, 'request', outcomeFields(outcome));
   },
   log: logEvent,

@@ -4,7 +4,10 @@
  * the API Gateway management API (`POST {endpoint}/@connections/{id}`, SigV4-signed with the
  * function's own role), and forgets the connections API Gateway answers 410 Gone for. The posts
  * run in parallel and are bounded in time: a slow or failing notification never fails or stalls a
- * commit's answer for long (the device's next watch or sync still finds the bundle).
+ * commit's answer for long. A failed post is reported (`onOutcome`: the runtime logs
+ * `notification_failed` and counts `NotificationFailures`, which the template alarms on), and the
+ * device still learns of the commit at its next ping, which the ws function answers with the
+ * latest bundle when the device is behind (functions/ws.ts).
  */
 import { type Queryable } from '../../core/db/index.js';
 import { dropConnections, notifyTargets, type CommitNotifier } from '../../core/sync/notify/connections.js';
@@ -34,6 +37,8 @@ export interface NotifyOutcome {
   readonly posted: number;
   readonly gone: number;
   readonly failed: number;
+  /** How many posts ended with each HTTP status; `0` counts posts that got no answer (timeout, network). */
+  readonly statuses: Readonly<Record<string, number>>;
 }
 
 /** Lambda's credentials and region from its environment. */
@@ -66,11 +71,14 @@ export function managementApiNotifier(options: ManagementApiOptions): CommitNoti
       const statuses = await Promise.all(targets.connectionIds.map((id) => post(id, body, signal).catch(() => 0)));
       const gone = targets.connectionIds.filter((_, i) => statuses[i] === 410);
       if (gone.length) await dropConnections(db, gone);
+      const byStatus: Record<string, number> = {};
+      for (const s of statuses) byStatus[String(s)] = (byStatus[String(s)] ?? 0) + 1;
       options.onOutcome?.({
         userId,
         posted: statuses.filter((s) => s >= 200 && s < 300).length,
         gone: gone.length,
         failed: statuses.filter((s) => s !== 410 && (s < 200 || s >= 300)).length,
+        statuses: byStatus,
       });
     },
   };

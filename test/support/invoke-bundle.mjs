@@ -3,11 +3,16 @@
 // after each step records which server backends serve the bundle's pool (pg_stat_activity rows
 // with the bundle's application_name). Prints one line: RESULT <json>.
 //
-// argv[2]: {bundle, steps: [{event, context?} | {args, remainingMs}], backends?: {adminUrl, database, applicationName}}
+// argv[2]: the plan, or @<file> holding it: {bundle, steps: [{event, context?, remainingMs?} | {args, remainingMs} | {sleepMs}], backends?: {adminUrl, database, applicationName}}
+// `remainingMs` gives the step's context a getRemainingTimeInMillis that counts down from it, as
+// Lambda's does (a context crosses the process boundary as JSON, which drops functions).
 // Whatever else the bundle writes to stdout (its structured logs and metrics) is left for the test.
+import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
-const plan = JSON.parse(process.argv[2] ?? '{}');
+// `@<file>`: the plan is in that file (an argument is at most 128 KiB on Linux; events are not).
+const arg = process.argv[2] ?? '{}';
+const plan = JSON.parse(arg.startsWith('@') ? readFileSync(arg.slice(1), 'utf8') : arg);
 const importStarted = performance.now();
 const mod = await import(pathToFileURL(plan.bundle).href);
 const importMs = performance.now() - importStarted;
@@ -31,11 +36,24 @@ async function backendPids() {
 const steps = [];
 for (const step of plan.steps) {
   let answer;
-  if (step.event) {
-    answer = await mod.handler(step.event, step.context);
-  } else {
-    const context = step.remainingMs === undefined ? undefined : { getRemainingTimeInMillis: () => step.remainingMs };
-    answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));
+  // A pause between invocations of the same warm container (time passing for its caches).
+  if (step.sleepMs !== undefined) {
+    await new Promise((resolve) => setTimeout(resolve, step.sleepMs));
+    continue;
+  }
+  const endsAt = step.remainingMs === undefined ? undefined : Date.now() + step.remainingMs;
+  const countdown = endsAt === undefined ? {} : { getRemainingTimeInMillis: () => Math.max(0, endsAt - Date.now()) };
+  try {
+    if (step.event) {
+      const context = step.context || endsAt !== undefined ? { ...step.context, ...countdown } : undefined;
+      answer = await mod.handler(step.event, context);
+    } else {
+      const context = endsAt === undefined ? undefined : countdown;
+      answer = await mod.handler(...(step.args ?? []), ...(context ? [context] : []));
+    }
+  } catch (error) {
+    // What Lambda would record as the invocation's error (and, for an asynchronous one, retry).
+    answer = { thrown: String(error?.message ?? error) };
   }
   if (answer && typeof answer.body === 'string' && answer.headers?.['content-type'] === 'application/json') {
     answer = { ...answer, json: JSON.parse(answer.body) };
@@ -44,6 +62,6 @@ for (const step of plan.steps) {
 }
 
 await admin?.end();
-process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`);
-// The handler's pool keeps idle connections open for warm invocations; a test process ends here.
-process.exit(0);
+// The handler's pool keeps idle connections open for warm invocations; a test process ends here,
+// once the result (megabytes, for some answers) has gone down the pipe.
+process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`, () => process.exit(0));

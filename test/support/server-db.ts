@@ -87,15 +87,16 @@ export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TAB
 /**
  * Creates the app schema in the database at `url` and bootstraps it over a direct connection of
  * its own (for tests whose database is not the shared test server's, or is reached directly).
+ * `roleBounds`: bootstrap also sets the role's timeouts in the database (RoleTimeouts=on).
  */
-export async function bootstrapAppSchema(url: string, bounds?: TimeBounds): Promise<void> {
+export async function bootstrapAppSchema(url: string, bounds?: TimeBounds, roleBounds = false): Promise<void> {
   const setup = new pg.Client({ connectionString: url });
   await setup.connect();
   await setup.query(APP_SCHEMA_SQL);
   await setup.end();
   const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
   try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, ...(bounds ? { bounds } : {}) });
+    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, roleBounds, ...(bounds ? { bounds } : {}) });
   } finally {
     await pool.end();
   }

@@ -16,6 +16,11 @@ export const FEATURES = Object.freeze({
   server_originated_writes: true,
   rows_omitted_paging: true,
   multi_conflict_answers: true,
+  /**
+   * Every answer fits max_response_bytes: partial lists carry their count, row values that do not
+   * fit are left out and marked (`server_row_omitted`), long texts shortened (protocol §6).
+   */
+  budgeted_answers: true,
 });
 
 export function capabilities(catalog: Catalog, limits: Limits, appName: string): CapabilitiesResponse {

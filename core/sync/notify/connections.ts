@@ -53,6 +53,19 @@ export async function notifyTargets(db: Queryable, userId: string): Promise<Noti
   return { connectionIds: rows.map((r) => r.connection_id), latestBundleSeq: Number(rows[0]?.latest_bundle_seq ?? 0) };
 }
 
+/**
+ * The latest bundle_seq of the user a live connection belongs to, or null for a connection this
+ * server does not know (expired, or never registered): a ping's answer (protocol §5.9). One probe
+ * of the connection's primary key and one of the user's state row.
+ */
+export async function connectionLatest(db: Queryable, connectionId: string): Promise<number | null> {
+  const [row] = await db.query<{ latest: string }>(sql`
+    SELECT u.latest_bundle_seq AS latest
+      FROM sync.ws_connections c JOIN sync.user_state u ON u.user_pk = c.user_pk
+     WHERE c.connection_id = ${connectionId} AND c.expires_at > now()`);
+  return row ? Number(row.latest) : null;
+}
+
 /** Deletes up to `batch` connections past their expiry (maintenance); answers how many. */
 export async function expireConnections(db: Queryable, batch: number): Promise<number> {
   const [row] = await db.query<{ n: number }>(sql`
