@@ -9,6 +9,9 @@ import { protocolSchemaHash } from './support/protocol-hash.js';
 
 const RECORDED: Record<number, string> = {
   1: '7ab963d241594b2af95f9a94e37c8db8d608c644f10ffb4cab452618be7690f2',
+  // Protocol 2 (issue 23): json and jsonb values as a JSON string of their text, asked for with
+  // the Sync-Protocol-Version header; capabilities gain min_protocol_version.
+  2: '99889ef19c2c07cf6b8068f05762604ca66db79736c365a24056f90e6bde6306',
 };
 
 describe('protocol version', () => {

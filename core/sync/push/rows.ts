@@ -1,11 +1,12 @@
 /**
  * Validation of pushed rows against the catalog, before anything is staged. Structural errors a
  * client can fix (unknown table or column, bad key, hidden scope column, DELETE with payload, bad
- * base64, a lossy bigint) are `invalid_request` with details; values PostgreSQL rejects on apply
- * (types, NOT NULL, constraints) come back from commit as `push_rejected`.
+ * base64, a lossy bigint, a json value that is not JSON text in protocol 2) are `invalid_request`
+ * with details; values PostgreSQL rejects on apply (types, NOT NULL, constraints) come back from
+ * commit as `push_rejected`.
  */
 import { SyncError } from '../../errors.js';
-import { type PushedRow } from '../../protocol/index.js';
+import { type ProtocolVersion, type PushedRow } from '../../protocol/index.js';
 import { type Catalog } from '../catalog/catalog.js';
 import { SCOPE_COLUMN } from '../catalog/names.js';
 import { type Limits } from '../../limits.js';
@@ -32,7 +33,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /** Why a JSON value cannot be staged as it is. */
-type ValueProblem = 'too_deep' | 'nul' | 'lone_surrogate' | 'non_finite';
+type ValueProblem = 'too_deep' | 'nul' | 'lone_surrogate' | 'non_finite' | 'json_text';
 
 const LONE_SURROGATE = /\p{Surrogate}/u;
 
@@ -51,14 +52,15 @@ function stringProblem(text: string): ValueProblem | null {
  * a NUL or a lone surrogate in any string or object key, or a number beyond the double range
  * (JSON.parse reads `1e400` as ±Infinity, which would reach PostgreSQL as null: a silent loss).
  * Iterative and bounded by the depth limit, so a 10,000-level value costs no stack (the
- * recursive checks it replaces overflowed).
+ * recursive checks it replaces overflowed). `numbers: false` skips the double range: the value
+ * was parsed from protocol 2's json text, which PostgreSQL reads itself (jsonb keeps 1e400).
  */
-function unstorable(value: unknown, maxDepth: number): ValueProblem | null {
+function unstorable(value: unknown, maxDepth: number, numbers = true): ValueProblem | null {
   const pending: Array<readonly [unknown, number]> = [[value, 0]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [v, depth] = next;
     if (typeof v === 'number') {
-      if (!Number.isFinite(v)) return 'non_finite';
+      if (numbers && !Number.isFinite(v)) return 'non_finite';
       continue;
     }
     if (typeof v === 'string') {
@@ -86,9 +88,26 @@ const VALUE_MESSAGES: Record<ValueProblem, (limits: Limits) => string> = {
   nul: () => 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)',
   lone_surrogate: () => 'values cannot contain a lone UTF-16 surrogate (\\ud800-\\udfff without its pair): it is not Unicode text',
   non_finite: () => 'a JSON number beyond the double range (such as 1e400) cannot be stored; send NaN and infinities as the strings "NaN", "Infinity", "-Infinity"',
+  json_text: () => 'with Sync-Protocol-Version 2 a json or jsonb value is a JSON string holding valid JSON text (null for SQL NULL)',
 };
 
-function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
+/**
+ * The problem of a json value sent in protocol 2's form: a string of valid JSON text whose
+ * strings and keys PostgreSQL can hold, nested at most `maxDepth` levels. The text is parsed only
+ * to check it; what is staged is the text itself, every digit kept.
+ */
+function jsonTextProblem(value: unknown, maxDepth: number): ValueProblem | null {
+  if (typeof value !== 'string') return 'json_text';
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return 'json_text';
+  }
+  return unstorable(parsed, maxDepth, false);
+}
+
+function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
     problems.push({ row_ordinal: ordinal, path, message });
@@ -128,7 +147,7 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
       }
       if (value === null) continue;
       // First, before any other look into the value: nothing below may recurse into it unbounded.
-      const problem = unstorable(value, limits.maxJsonDepth);
+      const problem = unstorable(value, limits.maxJsonDepth) ?? (protocol === 2 && column.category === 'json' ? jsonTextProblem(value, limits.maxJsonDepth) : null);
       if (problem) {
         add(`payload.${name}`, VALUE_MESSAGES[problem](limits));
         continue;
@@ -148,16 +167,16 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
 }
 
 /**
- * Validates a chunk; throws `invalid_request` with up to `limits.maxProblemsPerAnswer` problems,
- * or returns staged rows.
+ * Validates a chunk sent in `protocol`'s form; throws `invalid_request` with up to
+ * `limits.maxProblemsPerAnswer` problems, or returns staged rows.
  */
-export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number): StagedRow[] {
+export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number, protocol: ProtocolVersion = 1): StagedRow[] {
   const problems: RowProblem[] = [];
   const staged: StagedRow[] = [];
   const seen = new Set<string>();
   rows.forEach((row, i) => {
     if (problems.length >= limits.maxProblemsPerAnswer) return;
-    const s = checkRow(catalog, limits, row, startOrdinal + i, problems);
+    const s = checkRow(catalog, limits, protocol, row, startOrdinal + i, problems);
     if (!s) return;
     const id = `${s.t}:${s.k}`;
     if (seen.has(id)) problems.push({ row_ordinal: startOrdinal + i, path: 'key', message: 'the key appears twice in this chunk' });
