@@ -38,6 +38,7 @@ import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
 import { longPollWakeSource, webSocketWakeSource, type WakeSourceFactory } from './wake.js';
 import { CapabilitiesResponse } from '../core/protocol/meta.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 
 /** How long opening waits for fresh capabilities when a cached copy exists. */
 const CAPABILITIES_TIMEOUT_MS = 3000;
@@ -97,7 +98,12 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
     () => sourceRef.current,
   );
   const caps = await loadCapabilities(db, transport, config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS);
-  const model = await buildLocalModel(db, config.tables, caps.registered_table_specs);
+  // Protocol 2 (json as its text) when the server serves it; a bundle frozen before keeps its own
+  // protocol until it is pushed, so what conflict resolution rewrites into it stays in its form.
+  const frozen = await readFrozen(db);
+  const protocol: ProtocolVersion = frozen?.protocol ?? (caps.protocol_version >= 2 ? 2 : 1);
+  transport.protocol = protocol;
+  const model = await buildLocalModel(db, config.tables, caps.registered_table_specs, protocol);
   await installTriggers(db, model);
   const grown = await recordLocalModel(db, model);
   const ctx: ClientContext = {

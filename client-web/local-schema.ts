@@ -15,6 +15,7 @@ import { affinityOf, classify, type Affinity, type ColumnCodec, type ValueShape 
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type SqliteStatements } from './sqlite/port.js';
 import { type TableSpec } from '../core/protocol/meta.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 
 /** Quotes a SQLite identifier. */
 export function qi(name: string): string {
@@ -37,6 +38,8 @@ export interface TableModel {
 }
 
 export interface LocalModel {
+  /** The protocol the client speaks to the server (json as text from 2 on, docs/protocol.md §9). */
+  readonly protocol: ProtocolVersion;
   /** Parents first. */
   readonly tables: readonly TableModel[];
   readonly byLocal: ReadonlyMap<string, TableModel>;
@@ -96,9 +99,10 @@ function compatible(category: WireCategory, shape: ValueShape, affinity: Affinit
 
 /**
  * Reads the configured local tables and checks them against the server's specs. Throws
- * `local_schema_mismatch` naming every problem; answers the model the client runs on.
+ * `local_schema_mismatch` naming every problem; answers the model the client runs on, speaking
+ * `protocol` (which decides how json values travel; their local form is the same in both).
  */
-export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModel> {
+export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[], protocol: ProtocolVersion = 1): Promise<LocalModel> {
   const problems: string[] = [];
   const specByName = new Map(specs.map((s) => [`${s.schema}.${s.table}`, s]));
   const models: Omit<TableModel, 'order'>[] = [];
@@ -130,7 +134,9 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
         problems.push(`${localName}.${column.name}: the server table ${wireName} has no such column`);
         continue;
       }
-      const codec: ColumnCodec = { name: column.name, ...classify(server.type), affinity: affinityOf(column.type), untyped: column.type === '' };
+      const codec: ColumnCodec = {
+        name: column.name, ...classify(server.type), affinity: affinityOf(column.type), untyped: column.type === '', serverType: server.type, jsonText: protocol >= 2,
+      };
       if (!compatible(codec.category, codec.shape, codec.affinity, codec.untyped)) {
         problems.push(`${localName}.${column.name}: local type ${column.type || '(none)'} cannot hold server type ${server.type}`);
       }
@@ -169,6 +175,7 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
   const order = parentFirst([...locals.values()]);
   const tables = models.map((m) => ({ ...m, order: order.get(m.local) ?? 0 })).sort((a, b) => a.order - b.order);
   return {
+    protocol,
     tables,
     byLocal: new Map(tables.map((t) => [t.local, t])),
     byWire: new Map(tables.map((t) => [t.wireName, t])),

@@ -20,6 +20,7 @@
 import { ConnectResponse } from '../core/protocol/connect.js';
 import { type Conflict, ErrorBody } from '../core/protocol/meta.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 import { jsonStringBytes } from '../core/protocol/wire-bytes.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode, isServerErrorCode } from './errors.js';
@@ -60,8 +61,8 @@ export function rejectionOf(error: SyncHttpError): Rejection {
   return { code, message: error.message, violation, ...(details !== undefined ? { details } : {}) };
 }
 
-/** Uploads rows from `start` on; answers when the server holds all of them. */
-async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxRow[], start: number): Promise<void> {
+/** Uploads rows from `start` on, in the bundle's `protocol`; answers when the server holds all of them. */
+async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxRow[], start: number, protocol: ProtocolVersion): Promise<void> {
   const budget = Math.floor(ctx.limits.maxRequestBytes * REQUEST_BYTES_SHARE);
   let next = start;
   let chunkRows = ctx.limits.pushChunkRows;
@@ -79,6 +80,7 @@ async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxR
       const answer = await ctx.transport.request('POST', `/sync/push-sessions/${pushId}/chunks`, {
         body: { start_row_ordinal: next, rows: chunk },
         schema: ChunkResponse,
+        protocol,
       });
       next = answer.next_expected_row_ordinal;
     } catch (error) {
@@ -110,6 +112,8 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
           ...(initializationId ? { initialization_id: initializationId } : {}),
         },
         schema: PushSessionCreateResponse,
+        // The rows, and the request hash over them, are in the protocol they were frozen in.
+        protocol: frozen.protocol,
       });
     } catch (error) {
       if (isCode(error, ...SOURCE_REFUSALS)) return { kind: 'source_refused', error };
@@ -124,8 +128,8 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
     let start = created.next_expected_row_ordinal;
     for (let attempt = 0; attempt < 4; attempt++) {
       try {
-        await upload(ctx, created.push_id, rows, start);
-        const committed = await ctx.transport.request('POST', `/sync/push-sessions/${created.push_id}/commit`, { body: {}, schema: CommitResponse });
+        await upload(ctx, created.push_id, rows, start, frozen.protocol);
+        const committed = await ctx.transport.request('POST', `/sync/push-sessions/${created.push_id}/commit`, { body: {}, schema: CommitResponse, protocol: frozen.protocol });
         return { kind: 'committed', bundle: committed, alreadyCommitted: false };
       } catch (error) {
         if (isCode(error, 'push_incomplete') && typeof error.body['next_expected_row_ordinal'] === 'number') {
