@@ -27,6 +27,7 @@ import { ownHistoryBenchmark } from './own-history.js';
 import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
 import { roundTripsBenchmark } from './round-trips.js';
+import { localWritesBenchmark } from './local-writes.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -38,6 +39,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   pushBenchmark,
   commitBreakdownBenchmark,
   pullBenchmark,
+  localWritesBenchmark,
   hydrationBenchmark,
   browserHydrationBenchmark,
   historyScalingBenchmark,

@@ -1,5 +1,5 @@
 /**
- * Issue 23 items 3–4 (contract §11.2–11.3): the local form of every column type is decided in one
+ * Issue 23 items 3–4 (docs/protocol.md §4.2, §10.1): the local form of every column type is decided in one
  * codec (client-web/codec.ts) and checked at every local write by the capture triggers. For each
  * server type and local affinity, and a corpus of values an app could write: a value the trigger
  * accepts goes to the wire and comes back as the same local value through the codec (so the check
