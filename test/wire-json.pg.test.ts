@@ -9,11 +9,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTables } from '../core/config.js';
-import { defaultLimits } from '../core/limits.js';
+import { defaultLimits, limitsFromEnv } from '../core/limits.js';
+import { pageBudgetBytes, rowWireBytesMax } from '../core/sync/context.js';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { startTestServer, type ApiClient, type TestServer } from './support/server.js';
 import { bundleHash, committedRows, expectStatus, initEmpty, push, pushOk, requestHash, type PushRow } from './support/write-helpers.js';
+import { rawGet } from './support/read-helpers.js';
 
 const SCHEMA = `
 CREATE SCHEMA j;
@@ -296,5 +298,53 @@ describe('json and jsonb travel as their text in protocol 2 (docs/protocol.md §
     const one = await pullAll(s.client('legacy'));
     expect(one[0].rows[0].payload).toMatchObject({ jb: { k: [1, 2.5, 's'] } });
     expect(bundleHash(one[0].rows)).toBe(one[0].bundle_hash);
+  });
+});
+
+describe('json text that grows when rendered stays within the byte budgets (docs/protocol.md §6)', () => {
+  const maxResponseBytes = 64 * 1024;
+  const limits = limitsFromEnv({ SYNC_LIMIT_MAX_RESPONSE_BYTES: String(maxResponseBytes) });
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer({ schemaSql: SCHEMA, tables: parseTables('j.docs:id'), env: { SYNC_LIMIT_MAX_RESPONSE_BYTES: String(maxResponseBytes) } });
+  });
+  afterAll(async () => s?.close());
+
+  it('a protocol 1 reader of a json column whose numbers PostgreSQL writes out in full gets pages within the budget', async () => {
+    // 20 bytes of json text, about 10 kB once its numbers are written out: what protocol 1 answers.
+    const grows = `[${Array.from({ length: 10 }, () => '1e999').join(',')}]`;
+    const c = speaking2(s.client('grows'));
+    await initEmpty(c);
+    const commit = await pushOk(c, Array.from({ length: 30 }, (_, i) => ({ ...row(`g${i}`, null), payload: { id: `g${i}`, js: grows } })), { sourceBundleId: 1 });
+    const escaped = (text: string): number => Buffer.byteLength(JSON.stringify(text)) - 2;
+    const one = s.client('grows');
+    let after = 0;
+    let rows = 0;
+    let pages = 0;
+    for (;;) {
+      const page = await rawGet(s.url, one, `/sync/committed-bundles/${commit.bundle_seq}/rows?after_row_ordinal=${after}`);
+      expect(page.status, page.text).toBe(200);
+      expect(escaped(page.text)).toBeLessThanOrEqual(pageBudgetBytes(limits));
+      rows += page.body.rows.length;
+      pages++;
+      after = page.body.next_row_ordinal;
+      if (!page.body.has_more) break;
+    }
+    expect(rows).toBe(30);
+    expect(pages).toBeGreaterThan(1);
+    // Protocol 2 readers get the text itself: one small page.
+    const text = await committedRows(c, commit.bundle_seq);
+    expect(text.pages).toHaveLength(1);
+    expect(text.rows[0]?.payload).toMatchObject({ js: grows });
+  });
+
+  it('a json value no answer could carry once rendered is refused at push: 413 naming row and column', async () => {
+    const c = speaking2(s.client('too-large'));
+    await initEmpty(c);
+    const create = await c.post('/sync/push-sessions', { source_bundle_id: 1, planned_row_count: 1 });
+    expect(rowWireBytesMax(limits)).toBeLessThan(131_072);
+    const answer = await c.post(`/sync/push-sessions/${create.body.push_id}/chunks`, { start_row_ordinal: 0, rows: [{ ...row('x', null), payload: { id: 'x', jb: '[1e131071]' } }] });
+    expectStatus(answer, 413, 'payload_too_large');
+    expect(answer.body.details?.[0]).toMatchObject({ row_ordinal: 0, path: 'payload.jb' });
   });
 });

@@ -33,12 +33,12 @@ export async function uploadChunk(ctx: SyncContext, actor: Actor, pushId: string
   if (request.start_row_ordinal + request.rows.length > ctx.limits.maxRowsPerBundle) {
     throw new SyncError('invalid_request', `start_row_ordinal ${request.start_row_ordinal} puts the chunk beyond max_rows_per_bundle ${ctx.limits.maxRowsPerBundle}`);
   }
-  const staged = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal, protocolOf(actor));
+  const { rows: staged, growthBytes } = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal, protocolOf(actor));
   const rowsJson = JSON.stringify(staged);
   const digest = createHash('sha256').update(rowsJson).digest('hex');
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.push_chunk(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${request.start_row_ordinal},
-      ${rowsJson}::jsonb, ${bodyBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}, ${ctx.limits.maxStagedBytesPerUser},
+      ${rowsJson}::jsonb, ${bodyBytes + growthBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}, ${ctx.limits.maxStagedBytesPerUser},
       ${ctx.limits.maintenanceIntervalSeconds}${formArgument(ctx, actor)}) AS answer`);
   return unwrap<ChunkResponse>(row?.answer);
 }

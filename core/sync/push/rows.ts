@@ -10,6 +10,8 @@ import { type ProtocolVersion, type PushedRow } from '../../protocol/index.js';
 import { type Catalog } from '../catalog/catalog.js';
 import { SCOPE_COLUMN } from '../catalog/names.js';
 import { type Limits } from '../../limits.js';
+import { rowWireBytesMax } from '../context.js';
+import { jsonRenderingGrowth } from './json-size.js';
 
 /** How `push_session_rows.op_code` and `bundle_rows.op_code` store an op. */
 export const OP_CODES = { INSERT: 1, UPDATE: 2, DELETE: 3 } as const;
@@ -107,7 +109,14 @@ function jsonTextProblem(value: unknown, maxDepth: number): ValueProblem | null 
   return unstorable(parsed, maxDepth, false);
 }
 
-function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
+/** What a chunk's json texts grow by once rendered, counted with its bytes (json-size.ts). */
+interface Growth {
+  bytes: number;
+  /** The first row whose rendering no answer could carry, with its column. */
+  tooLarge: { readonly row_ordinal: number; readonly path: string; readonly bytes: number } | null;
+}
+
+function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, row: PushedRow, ordinal: number, problems: RowProblem[], growth: Growth): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
     problems.push({ row_ordinal: ordinal, path, message });
@@ -152,6 +161,11 @@ function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, r
         add(`payload.${name}`, VALUE_MESSAGES[problem](limits));
         continue;
       }
+      if (protocol === 2 && column.category === 'json' && typeof value === 'string') {
+        const grows = jsonRenderingGrowth(value);
+        growth.bytes += grows;
+        if (!growth.tooLarge && value.length + grows > rowWireBytesMax(limits)) growth.tooLarge = { row_ordinal: ordinal, path: `payload.${name}`, bytes: value.length + grows };
+      }
       if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
       else if (column.category === 'bytea' && (typeof value !== 'string' || !BASE64.test(value))) {
         add(`payload.${name}`, 'bytea values are standard base64 strings');
@@ -166,17 +180,26 @@ function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, r
   return { t: table.tableId, k: keyValue, o: OP_CODES[row.op], b: row.base_row_version, p: payload };
 }
 
+/** A validated chunk: the rows to stage, and what its json texts grow by once rendered. */
+export interface ValidatedChunk {
+  readonly rows: StagedRow[];
+  /** Counted with the chunk's request bytes against the bundle's and the user's byte limits. */
+  readonly growthBytes: number;
+}
+
 /**
  * Validates a chunk sent in `protocol`'s form; throws `invalid_request` with up to
- * `limits.maxProblemsPerAnswer` problems, or returns staged rows.
+ * `limits.maxProblemsPerAnswer` problems, or `payload_too_large` for a json value whose rendering
+ * no answer could carry; otherwise answers the rows to stage.
  */
-export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number, protocol: ProtocolVersion = 1): StagedRow[] {
+export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number, protocol: ProtocolVersion = 1): ValidatedChunk {
   const problems: RowProblem[] = [];
   const staged: StagedRow[] = [];
   const seen = new Set<string>();
+  const growth: Growth = { bytes: 0, tooLarge: null };
   rows.forEach((row, i) => {
     if (problems.length >= limits.maxProblemsPerAnswer) return;
-    const s = checkRow(catalog, limits, protocol, row, startOrdinal + i, problems);
+    const s = checkRow(catalog, limits, protocol, row, startOrdinal + i, problems, growth);
     if (!s) return;
     const id = `${s.t}:${s.k}`;
     if (seen.has(id)) problems.push({ row_ordinal: startOrdinal + i, path: 'key', message: 'the key appears twice in this chunk' });
@@ -187,5 +210,11 @@ export function validateRows(catalog: Catalog, limits: Limits, rows: readonly Pu
     const first = problems[0] as RowProblem;
     throw new SyncError('invalid_request', `row ${first.row_ordinal}: ${first.path}: ${first.message}`, { details: problems });
   }
-  return staged;
+  if (growth.tooLarge) {
+    const { row_ordinal, path, bytes } = growth.tooLarge;
+    throw new SyncError('payload_too_large', `row ${row_ordinal}: ${path}: PostgreSQL renders this json text in about ${bytes} bytes (its numbers in full digits), more than an answer can carry`, {
+      details: [{ row_ordinal, path, message: 'the rendered json value would be larger than max_response_bytes allows' }],
+    });
+  }
+  return { rows: staged, growthBytes: growth.bytes };
 }

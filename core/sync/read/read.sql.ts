@@ -19,8 +19,10 @@ $fn$
  * A committed row's text in protocol `p_form`'s json form (docs/protocol.md §4.2): the stored text
  * when the bundle was stored in that form (`p_stored`: bundle_log.json_form) or the table has no
  * json column; otherwise rendered from the payload with its json values converted. Protocol 1's
- * text is never longer than protocol 2's (a value inline instead of a JSON string of its text), so
- * a page budgeted by the stored size of protocol 2 rows holds their protocol 1 text.
+ * text of a jsonb value is never longer than protocol 2's (the same rendering inline instead of in
+ * a JSON string), so pages of tables without a plain json column are budgeted by the stored size;
+ * a json column's text may grow when rendered as a value (numbers lose their exponent), so rows of
+ * such tables are measured in protocol 1's form (sync.pull, sync.committed_rows).
  */
 export const committedRowInFormSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.committed_row_in_form(p_prefix text, p_kind text, p_json text[], p_key_bytes bytea, p_op smallint,
@@ -53,6 +55,8 @@ DECLARE
   v_us sync.user_state;
   v_err jsonb;
   v_stable bigint;
+  -- Protocol 1's rows of a table with a plain json column can be longer than the stored ones.
+  v_measure boolean := p_form = 1 AND EXISTS (SELECT 1 FROM sync.table_catalog WHERE columns @> '[{"type": "json"}]');
 BEGIN
   SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
   IF NOT FOUND THEN
@@ -92,8 +96,9 @@ BEGIN
     SELECT b.*, sum(b.cost) OVER (ORDER BY b.bundle_seq) + 96 AS cumulative
     FROM (SELECT l.*, CASE WHEN p_form = 2 THEN coalesce(l.bundle_hash_v2, l.bundle_hash) ELSE l.bundle_hash END AS hash,
                  sync.wire_bytes(sync.bundle_head_text(l.bundle_seq, l.source_id, l.source_bundle_id, l.row_count, l.bundle_hash)
-                   || ',"rows_omitted":false,"rows":[]},') + coalesce(CASE WHEN l.json_form >= p_form THEN l.wire_bytes END, (
-                   SELECT sum(coalesce(CASE WHEN l.json_form >= p_form OR tc.json_columns IS NULL THEN r.wire_bytes END,
+                   || ',"rows_omitted":false,"rows":[]},') + coalesce(CASE WHEN l.json_form = p_form OR (l.json_form > p_form AND NOT v_measure) THEN l.wire_bytes END, (
+                   SELECT sum(coalesce(CASE WHEN tc.json_columns IS NULL OR l.json_form = p_form
+                                              OR (l.json_form > p_form AND NOT tc.columns @> '[{"type": "json"}]') THEN r.wire_bytes END,
                             sync.wire_bytes(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes, r.op_code,
                               r.bundle_seq, r.payload, NULL, l.json_form, p_form))) + 1)
                      FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
@@ -161,7 +166,8 @@ BEGIN
   WITH page AS (
     SELECT r.row_ordinal, r.row_text, r.table_id, r.key_bytes, r.op_code, r.payload,
            tc.row_json_prefix, tc.key_kind, tc.json_columns,
-           sum(coalesce(CASE WHEN v_b.json_form >= p_form OR tc.json_columns IS NULL THEN r.wire_bytes END,
+           sum(coalesce(CASE WHEN tc.json_columns IS NULL OR v_b.json_form = p_form
+                               OR (v_b.json_form > p_form AND NOT tc.columns @> '[{"type": "json"}]') THEN r.wire_bytes END,
              sync.wire_bytes(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes, r.op_code,
                r.bundle_seq, r.payload, NULL, v_b.json_form, p_form))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
     -- Ordinals are dense (0 … row_count - 1), so the page is the closed range [p_after, p_after + p_max):
