@@ -39,5 +39,6 @@ export {
   type SyncErrorCode,
 } from './errors.js';
 export { SyncHttpError, type RetryPolicy } from './transport.js';
+export type { LocalRowRefusal } from './local-writes.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
 export type { SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';

@@ -24,10 +24,10 @@
  *   the added columns still to fill from the server (`refresh`, until the next rebuild).
  * - `_sync_quarantine`: rows moved out of a rejected bundle (quarantine.ts), with the rejection,
  *   until the app re-queues or drops them.
- * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, and `_sync_trg_<table>_check_{ins,upd}`,
- *   which refuse a value that is not its column's local form (codec.ts decides it: a key the
- *   wire would change, text in an INTEGER column, an array that is not JSON text, U+0000 …),
- *   recreated on every open; those of a table no longer managed are dropped with its dirty marks.
+ * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, whose insert and update also refuse a
+ *   value that is not its column's local form (codec.ts decides it: a key the wire would change,
+ *   text in an INTEGER column, an array that is not JSON text, U+0000 …), recreated on every
+ *   open; those of a table no longer managed are dropped with its dirty marks.
  */
 import { keyRefusals, localFormOf, type Refusal } from './codec.js';
 import { INVALID_LOCAL_ROW_MARK } from './local-writes.js';
@@ -168,11 +168,13 @@ function lit(text: string): string {
  * install.ts and local-writes.ts share and a JSON object naming table, key, column and why.
  * SQLite before 3.47 takes only a literal in RAISE, which cannot name the key: json_extract's
  * error for a malformed path quotes the path, so the message is passed as one (local-writes.ts
- * reads it back). A NULL result (no refusal) becomes the path '$', which fails nothing.
+ * reads it back). A NULL result (no refusal) becomes the path '$', which fails nothing. The JSON
+ * is one literal plus the key: a trigger costs every row in proportion to its program (also while
+ * the client applies server data and the body is skipped), and json_object's arguments cost most.
  */
 function refuse(t: TableModel, column: string, why: string, key: string): string {
-  const keyText = `CASE typeof(${key}) WHEN 'blob' THEN lower(hex(${key})) ELSE ${key} END`;
-  return `${lit(`${INVALID_LOCAL_ROW_MARK}: `)} || json_object('table', ${lit(t.local)}, 'key', ${keyText}, 'column', ${lit(column)}, 'reason', ${lit(why)})`;
+  const head = `${INVALID_LOCAL_ROW_MARK}: {"table":${JSON.stringify(t.local)},"column":${JSON.stringify(column)},"reason":${JSON.stringify(why)},"key":`;
+  return `${lit(head)} || json_quote(CASE WHEN typeof(${key}) = 'blob' THEN lower(hex(${key})) ELSE ${key} END) || '}'`;
 }
 
 /** The first refusal of one value that holds, or NULL: `CASE WHEN <refused> THEN <message> … END`. */
@@ -197,7 +199,15 @@ function checkSql(t: TableModel, when: 'INSERT' | 'UPDATE'): string {
   return `SELECT json_extract('{}', coalesce(${parts.join(',\n  ')}, '$'));`;
 }
 
-function triggerSql(t: TableModel): string {
+/**
+ * The capture triggers of one table. Each also checks the written row's local form first (its
+ * SQL fails the statement, which undoes the row and the mark): one trigger per write, not two,
+ * because a trigger costs every row its WHEN even while the client applies server data (an extra
+ * trigger made applying 100k rows half again slower). An error in an AFTER trigger aborts the
+ * statement as one in a BEFORE trigger would. `checks: false` installs capture alone (the
+ * benchmark's baseline: the client before the checks).
+ */
+function triggerSql(t: TableModel, checks: boolean): string {
   const name = (suffix: string) => qi(`_sync_trg_${t.local}_${suffix}`);
   const table = qi(t.local);
   const key = qi(t.key.name);
@@ -206,18 +216,15 @@ function triggerSql(t: TableModel): string {
   // state 1 (frozen) becomes 2 (frozen, changed again); 0 and 2 stay as they are.
   const mark = (ref: string) =>
     `INSERT INTO _sync_dirty (tbl, key, state) VALUES (${tbl}, ${ref}, 0) ON CONFLICT (tbl, key) DO UPDATE SET state = CASE state WHEN 1 THEN 2 ELSE state END;`;
+  const check = (op: 'INSERT' | 'UPDATE') => (checks ? `${checkSql(t, op)} ` : '');
   return `
 DROP TRIGGER IF EXISTS ${name('ins')};
 DROP TRIGGER IF EXISTS ${name('upd')};
 DROP TRIGGER IF EXISTS ${name('del')};
 DROP TRIGGER IF EXISTS ${name('key_ins')};
 DROP TRIGGER IF EXISTS ${name('key_upd')};
-DROP TRIGGER IF EXISTS ${name('check_ins')};
-DROP TRIGGER IF EXISTS ${name('check_upd')};
-CREATE TRIGGER ${name('check_ins')} BEFORE INSERT ON ${table} ${when} BEGIN ${checkSql(t, 'INSERT')} END;
-CREATE TRIGGER ${name('check_upd')} BEFORE UPDATE ON ${table} ${when} BEGIN ${checkSql(t, 'UPDATE')} END;
-CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${mark(`NEW.${key}`)} END;
-CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
+CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${check('INSERT')}${mark(`NEW.${key}`)} END;
+CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${check('UPDATE')}${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
 CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;
 `;
 }
@@ -228,7 +235,7 @@ CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD
  * now on (dirty marks it kept could never be pushed, and would block detach for good). Should it
  * be managed again, it counts as new (recordLocalModel) and the next sync refreshes it.
  */
-export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<void> {
+export async function installTriggers(db: SqliteDb, model: LocalModel, options: { readonly checks?: boolean } = {}): Promise<void> {
   await db.transaction(async (tx) => {
     const triggers = await tx.query<{ name: string; tbl_name: string }>(
       "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\\_sync\\_trg\\_%' ESCAPE '\\'");
@@ -238,7 +245,7 @@ export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<
     for (const table of ['_sync_dirty', '_sync_skipped', '_sync_row_meta', '_sync_local_model']) {
       await tx.run(`DELETE FROM ${table} WHERE ${notManaged}`, managed);
     }
-    for (const t of model.tables) await tx.exec(triggerSql(t));
+    for (const t of model.tables) await tx.exec(triggerSql(t, options.checks ?? true));
   });
 }
 
