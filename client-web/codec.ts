@@ -1,7 +1,7 @@
 /**
  * The local form of every column type, decided in one place (style.md: one codec, checked at the
  * write by the capture trigger, read back by the same codec). For each server column type and
- * local affinity, one entry of `FORMS` says:
+ * local affinity, one entry of the decision table (`localFormOf`, below) says:
  *
  * - what SQLite holds for it (the local form), as SQL conditions that refuse anything else: the
  *   capture triggers (install.ts) check them at every local write and refuse with
@@ -106,7 +106,7 @@ export interface LocalForm {
 const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HEX = '[0-9a-f]';
 /** Canonical UUID text, as the wire carries it: lowercase, dashed (GLOB is case-sensitive). */
-export const UUID_GLOB = [8, 4, 4, 4, 12].map((n) => HEX.repeat(n)).join('-');
+const UUID_GLOB = [8, 4, 4, 4, 12].map((n) => HEX.repeat(n)).join('-');
 
 /** Non-finite numbers as the wire spells them (protocol §4.2). */
 const SPECIAL_NUMBERS: ReadonlyMap<string, number> = new Map([['NaN', Number.NaN], ['Infinity', Infinity], ['-Infinity', -Infinity]]);

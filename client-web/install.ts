@@ -164,29 +164,28 @@ function lit(text: string): string {
 }
 
 /**
- * The refusal of a local write, as an SQL expression that fails the statement with the mark
- * install.ts and local-writes.ts share and a JSON object naming table, key, column and why.
- * SQLite before 3.47 takes only a literal in RAISE, which cannot name the key: json_extract's
- * error for a malformed path quotes the path, so the message is passed as one (local-writes.ts
- * reads it back). A NULL result (no refusal) becomes the path '$', which fails nothing. The JSON
- * is one literal plus the key: a trigger costs every row in proportion to its program (also while
- * the client applies server data and the body is skipped), and json_object's arguments cost most.
+ * The refusal of a local write: its message without the key, one literal, opening a JSON object
+ * naming table, column and why (checkSql closes it with the key). One literal per refusal keeps
+ * the trigger program small: a trigger costs every row in proportion to its program, also while
+ * the client applies server data and the body is skipped.
  */
-function refuse(t: TableModel, column: string, why: string, key: string): string {
-  const head = `${INVALID_LOCAL_ROW_MARK}: {"table":${JSON.stringify(t.local)},"column":${JSON.stringify(column)},"reason":${JSON.stringify(why)},"key":`;
-  return `${lit(head)} || json_quote(CASE WHEN typeof(${key}) = 'blob' THEN lower(hex(${key})) ELSE ${key} END) || '}'`;
+function refusalHead(t: TableModel, column: string, why: string): string {
+  return lit(`${INVALID_LOCAL_ROW_MARK}: {"table":${JSON.stringify(t.local)},"column":${JSON.stringify(column)},"reason":${JSON.stringify(why)},"key":`);
 }
 
-/** The first refusal of one value that holds, or NULL: `CASE WHEN <refused> THEN <message> … END`. */
-function refusalCase(t: TableModel, column: string, refusals: readonly Refusal[], key: string): string {
-  return `CASE ${refusals.map((r) => `WHEN ${r.when} THEN ${refuse(t, column, r.why, key)}`).join(' ')} END`;
+/** The first refusal of one value that holds, or NULL: `CASE WHEN <refused> THEN <message head> … END`. */
+function refusalCase(t: TableModel, column: string, refusals: readonly Refusal[]): string {
+  return `CASE ${refusals.map((r) => `WHEN ${r.when} THEN ${refusalHead(t, column, r.why)}`).join(' ')} END`;
 }
 
 /**
- * The check of a written row: every column's local form (codec.ts), the key first. On UPDATE only
- * the columns the statement changed are checked, so a large value left alone costs one comparison.
- * The checks are SQL, evaluated in order until the first refusal, and skipped while the client
- * applies server data (its values are the server's, already in the local form).
+ * The check of a written row: every column's local form (codec.ts), the key first; the first
+ * refusal fails the statement. On UPDATE only the columns the statement changed are checked, so a
+ * large value left alone costs one comparison.
+ *
+ * SQLite before 3.47 takes only a literal in RAISE, which cannot name the key: json_extract's
+ * error for a malformed path quotes the path, so the refusal is passed as one (local-writes.ts
+ * reads it back); with no refusal the path is '$', which fails nothing.
  */
 function checkSql(t: TableModel, when: 'INSERT' | 'UPDATE'): string {
   const key = `NEW.${qi(t.key.name)}`;
@@ -194,9 +193,11 @@ function checkSql(t: TableModel, when: 'INSERT' | 'UPDATE'): string {
     const v = `NEW.${qi(c.name)}`;
     const refusals = c === t.key ? keyRefusals(t.key, v) : localFormOf(c).refusals(v);
     const guard = [when === 'UPDATE' ? `${v} IS NOT OLD.${qi(c.name)}` : '', c === t.key ? '' : `${v} IS NOT NULL`].filter(Boolean).join(' AND ');
-    return guard ? `CASE WHEN ${guard} THEN ${refusalCase(t, c.name, refusals, key)} END` : refusalCase(t, c.name, refusals, key);
+    return guard ? `CASE WHEN ${guard} THEN ${refusalCase(t, c.name, refusals)} END` : refusalCase(t, c.name, refusals);
   });
-  return `SELECT json_extract('{}', coalesce(${parts.join(',\n  ')}, '$'));`;
+  const keyText = `json_quote(CASE WHEN typeof(${key}) = 'blob' THEN lower(hex(${key})) ELSE ${key} END)`;
+  // NULL || … is NULL: with no refusal the whole message is NULL, and the path '$'.
+  return `SELECT json_extract('{}', coalesce(coalesce(${parts.join(',\n  ')}, NULL) || ${keyText} || '}', '$'));`;
 }
 
 /**
