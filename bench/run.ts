@@ -33,6 +33,7 @@ import { liveQueryBenchmark } from './live-query.js';
 import { browserLatencyBenchmark } from './browser-latency.js';
 import { capacityBenchmark } from './capacity.js';
 import { rejectionPathBenchmark } from './rejection-path.js';
+import { localWritesBenchmark } from './local-writes.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -44,6 +45,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   pushBenchmark,
   commitBreakdownBenchmark,
   pullBenchmark,
+  localWritesBenchmark,
   hydrationBenchmark,
   browserHydrationBenchmark,
   historyScalingBenchmark,

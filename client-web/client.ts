@@ -43,6 +43,7 @@ import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
 import { longPollWakeSource, webSocketWakeSource, type WakeSourceFactory } from './wake.js';
 import { CapabilitiesResponse } from '../core/protocol/meta.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 
 /** How long opening waits for fresh capabilities when a cached copy exists. */
 const CAPABILITIES_TIMEOUT_MS = 3000;
@@ -115,13 +116,13 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
   );
   const timeoutMs = config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS;
   let caps = await loadCapabilities(db, transport, timeoutMs);
-  let built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs);
+  let built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs, await protocolFor(db, caps));
   if (built.ahead.length > 0) {
     // A new app version, maybe just after the deploy that adds what it declares: ask once, briefly.
     const fresh = await freshCapabilities(db, transport, { retry: false, signal: AbortSignal.timeout(timeoutMs) }).catch(() => null);
     if (fresh) {
       caps = fresh;
-      built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs);
+      built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs, await protocolFor(db, caps));
     }
   }
   const ctx = await contextFor(config, db, transport, sourceRef, caps, built.model);
@@ -131,10 +132,21 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
 }
 
 /**
+ * Protocol 2 (json as its text) when the server serves it; a bundle frozen before keeps its own
+ * protocol until it is pushed, so what conflict resolution rewrites into it stays in its form.
+ */
+async function protocolFor(db: SqliteDb, caps: CapabilitiesResponse): Promise<ProtocolVersion> {
+  const frozen = await readFrozen(db);
+  return frozen?.protocol ?? (caps.protocol_version >= 2 ? 2 : 1);
+}
+
+/**
  * Installs the capture triggers of `model`, records its local columns, and answers the context
- * the steps run on; `grown`: a table gained a column or is managed for the first time.
+ * the steps run on (its transport speaking the model's protocol); `grown`: a table gained a
+ * column or is managed for the first time.
  */
 async function contextFor(config: ClientConfig, db: SqliteDb, transport: Transport, sourceRef: { current: string }, caps: CapabilitiesResponse, model: LocalModel): Promise<ClientContext & { readonly grown: boolean }> {
+  transport.protocol = model.protocol;
   await installTriggers(db, model);
   await installBaseCapture(db, model);
   await installConflictLog(db);
@@ -211,7 +223,7 @@ class Client implements SyncClient {
   private async caughtUp(): Promise<boolean> {
     if (!this.behind) return true;
     const caps = await freshCapabilities(this.ctx.db, this.ctx.transport);
-    const built = await buildLocalModelAhead(this.ctx.db, this.ctx.config.tables, caps.registered_table_specs);
+    const built = await buildLocalModelAhead(this.ctx.db, this.ctx.config.tables, caps.registered_table_specs, await protocolFor(this.ctx.db, caps));
     if (built.ahead.length > 0) {
       this.behind = built.ahead;
       return false;

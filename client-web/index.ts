@@ -43,6 +43,7 @@ export {
   type SyncErrorCode,
 } from './errors.js';
 export { SyncHttpError, type RetryPolicy, type TokenProvider } from './transport.js';
+export type { LocalRowRefusal } from './local-writes.js';
 export { longPollWakeSource, type WakeSource, type WakeSourceContext, type WakeSourceFactory } from './wake.js';
 export type { CommitListener, SqlRow, SqlValue, SqliteDb, SqliteStatements } from './sqlite/port.js';
 export { LiveQueries, rowContentKey, type LiveSource } from './live-query.js';

@@ -14,7 +14,8 @@
  * - `_sync_skipped`: pending keys whose newer server row a pull or rebuild kept out. Should the
  *   local change end as a no-op (the key inserted and deleted again), the freeze sets
  *   `rebuild_required` instead of silently forgetting the key: the skipped row is needed.
- * - `_sync_push_state`: the one frozen bundle (its outbox table, source tuple, request hash).
+ * - `_sync_push_state`: the one frozen bundle (its outbox table, source tuple, request hash, and
+ *   the protocol it was frozen in).
  *   Its rows live in `_sync_outbox_<n>`; while such a table exists, pull and rebuild fail closed.
  * - `_sync_rebuild_state` + `_sync_stage_<table>`: a resumable snapshot download.
  * - `_sync_capabilities`: the server's last capabilities, so the client validates offline.
@@ -25,10 +26,12 @@
  *   until the app re-queues or drops them.
  * - `_sync_reached_ceiling`: the user whose data reached the server's frozen ceiling once (a pull
  *   to its stable bundle, or a snapshot), so live queries can say their rows are complete.
- * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, and `_sync_trg_<table>_key_{ins,upd}`,
- *   which refuse a key the wire would change (a non-canonical UUID), recreated on every open;
- *   those of a table no longer managed are dropped with its dirty marks.
+ * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, whose insert and update also refuse a
+ *   value that is not its column's local form (codec.ts decides it: a key the wire would change,
+ *   text in an INTEGER column, an array that is not JSON text, U+0000 …), recreated on every
+ *   open; those of a table no longer managed are dropped with its dirty marks.
  */
+import { keyRefusals, localFormOf, type Refusal } from './codec.js';
 import { INVALID_LOCAL_ROW_MARK } from './local-writes.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { type SqliteDb, type SqliteStatements } from './sqlite/port.js';
@@ -80,7 +83,8 @@ CREATE TABLE IF NOT EXISTS _sync_push_state (
   row_count INTEGER NOT NULL,
   request_hash TEXT NOT NULL,
   initialization_id TEXT,
-  rejected TEXT
+  rejected TEXT,
+  protocol INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS _sync_rebuild_state (
   id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -136,11 +140,21 @@ async function migrateKeyColumns(tx: SqliteStatements): Promise<void> {
   }
 }
 
+/**
+ * Columns added to state tables after the first release, for databases created before: a bundle
+ * frozen then was frozen in protocol 1, the default.
+ */
+async function addStateColumns(tx: SqliteStatements): Promise<void> {
+  const [push] = await tx.query("SELECT 1 AS x FROM pragma_table_info('_sync_push_state') WHERE name = 'protocol'");
+  if (!push) await tx.exec('ALTER TABLE _sync_push_state ADD COLUMN protocol INTEGER NOT NULL DEFAULT 1');
+}
+
 /** The state tables every database gets, before the local model is known. */
 export async function installState(db: SqliteDb, newSourceId: () => string): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.exec(STATE_DDL);
     await migrateKeyColumns(tx);
+    await addStateColumns(tx);
     await tx.run('INSERT OR IGNORE INTO _sync_source_state (id, source_id) VALUES (1, ?)', [newSourceId()]);
     // A crash cannot leave the flag set (it is only set inside a transaction), but a foreign
     // writer could have; capture must never be silently off.
@@ -152,44 +166,75 @@ export function stageTable(t: TableModel): string {
   return `_sync_stage_${t.local}`;
 }
 
-const HEX = '[0-9a-f]';
-/** Canonical UUID text, as the wire carries it: lowercase, dashed (GLOB is case-sensitive). */
-const UUID_GLOB = [8, 4, 4, 4, 12].map((n) => HEX.repeat(n)).join('-');
-
-/**
- * The condition under which a written key is refused. The wire form of a UUID key is its
- * canonical text, and the server's rows come back in that form: a key stored any other way
- * (upper-case text, text in a BLOB key) would come back as a second row beside the first.
- */
-function badKeyCondition(t: TableModel, ref: string): string | null {
-  if (t.key.kind !== 'uuid') return null;
-  return t.key.affinity === 'BLOB' ? `typeof(${ref}) <> 'blob' OR length(${ref}) <> 16` : `${ref} IS NULL OR ${ref} NOT GLOB '${UUID_GLOB}'`;
+/** An SQL string literal. */
+function lit(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
 }
 
-function triggerSql(t: TableModel): string {
+/**
+ * The refusal of a local write: its message without the key, one literal, opening a JSON object
+ * naming table, column and why (checkSql closes it with the key). One literal per refusal keeps
+ * the trigger program small: a trigger costs every row in proportion to its program, also while
+ * the client applies server data and the body is skipped.
+ */
+function refusalHead(t: TableModel, column: string, why: string): string {
+  return lit(`${INVALID_LOCAL_ROW_MARK}: {"table":${JSON.stringify(t.local)},"column":${JSON.stringify(column)},"reason":${JSON.stringify(why)},"key":`);
+}
+
+/** The first refusal of one value that holds, or NULL: `CASE WHEN <refused> THEN <message head> … END`. */
+function refusalCase(t: TableModel, column: string, refusals: readonly Refusal[]): string {
+  return `CASE ${refusals.map((r) => `WHEN ${r.when} THEN ${refusalHead(t, column, r.why)}`).join(' ')} END`;
+}
+
+/**
+ * The check of a written row: every column's local form (codec.ts), the key first; the first
+ * refusal fails the statement. On UPDATE only the columns the statement changed are checked, so a
+ * large value left alone costs one comparison.
+ *
+ * SQLite before 3.47 takes only a literal in RAISE, which cannot name the key: json_extract's
+ * error for a malformed path quotes the path, so the refusal is passed as one (local-writes.ts
+ * reads it back); with no refusal the path is '$', which fails nothing.
+ */
+function checkSql(t: TableModel, when: 'INSERT' | 'UPDATE'): string {
+  const key = `NEW.${qi(t.key.name)}`;
+  const parts = [t.key, ...t.columns.filter((c) => c.name !== t.key.name)].map((c) => {
+    const v = `NEW.${qi(c.name)}`;
+    const refusals = c === t.key ? keyRefusals(t.key, v) : localFormOf(c).refusals(v);
+    const guard = [when === 'UPDATE' ? `${v} IS NOT OLD.${qi(c.name)}` : '', c === t.key ? '' : `${v} IS NOT NULL`].filter(Boolean).join(' AND ');
+    return guard ? `CASE WHEN ${guard} THEN ${refusalCase(t, c.name, refusals)} END` : refusalCase(t, c.name, refusals);
+  });
+  const keyText = `json_quote(CASE WHEN typeof(${key}) = 'blob' THEN lower(hex(${key})) ELSE ${key} END)`;
+  // NULL || … is NULL: with no refusal the whole message is NULL, and the path '$'.
+  return `SELECT json_extract('{}', coalesce(coalesce(${parts.join(',\n  ')}, NULL) || ${keyText} || '}', '$'));`;
+}
+
+/**
+ * The capture triggers of one table. Each also checks the written row's local form first (its
+ * SQL fails the statement, which undoes the row and the mark): one trigger per write, not two,
+ * because a trigger costs every row its WHEN even while the client applies server data (an extra
+ * trigger made applying 100k rows half again slower). An error in an AFTER trigger aborts the
+ * statement as one in a BEFORE trigger would. `checks: false` installs capture alone (the
+ * benchmark's baseline: the client before the checks).
+ */
+function triggerSql(t: TableModel, checks: boolean): string {
   const name = (suffix: string) => qi(`_sync_trg_${t.local}_${suffix}`);
   const table = qi(t.local);
   const key = qi(t.key.name);
-  const tbl = `'${t.local.replaceAll("'", "''")}'`;
+  const tbl = lit(t.local);
   const when = 'WHEN (SELECT applying FROM _sync_control WHERE id = 1) = 0';
   // state 1 (frozen) becomes 2 (frozen, changed again); 0 and 2 stay as they are.
   const mark = (ref: string) =>
     `INSERT INTO _sync_dirty (tbl, key, state) VALUES (${tbl}, ${ref}, 0) ON CONFLICT (tbl, key) DO UPDATE SET state = CASE state WHEN 1 THEN 2 ELSE state END;`;
-  const bad = badKeyCondition(t, `NEW.${key}`);
-  const message = `'${INVALID_LOCAL_ROW_MARK}: the ${t.key.kind} key ${t.local}.${t.key.name.replaceAll("'", "''")} must be ${
-    t.key.affinity === 'BLOB' ? 'a 16-byte BLOB' : 'lowercase dashed UUID text'}'`;
-  const keyGuards = bad === null ? '' : `
-CREATE TRIGGER ${name('key_ins')} BEFORE INSERT ON ${table} WHEN ${bad} BEGIN SELECT RAISE(ABORT, ${message}); END;
-CREATE TRIGGER ${name('key_upd')} BEFORE UPDATE OF ${key} ON ${table} WHEN ${bad} BEGIN SELECT RAISE(ABORT, ${message}); END;`;
+  const check = (op: 'INSERT' | 'UPDATE') => (checks ? `${checkSql(t, op)} ` : '');
   return `
 DROP TRIGGER IF EXISTS ${name('ins')};
 DROP TRIGGER IF EXISTS ${name('upd')};
 DROP TRIGGER IF EXISTS ${name('del')};
 DROP TRIGGER IF EXISTS ${name('key_ins')};
 DROP TRIGGER IF EXISTS ${name('key_upd')};
-CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${mark(`NEW.${key}`)} END;
-CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
-CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;${keyGuards}
+CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${check('INSERT')}${mark(`NEW.${key}`)} END;
+CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${check('UPDATE')}${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
+CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;
 `;
 }
 
@@ -199,7 +244,7 @@ CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD
  * now on (dirty marks it kept could never be pushed, and would block detach for good). Should it
  * be managed again, it counts as new (recordLocalModel) and the next sync refreshes it.
  */
-export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<void> {
+export async function installTriggers(db: SqliteDb, model: LocalModel, options: { readonly checks?: boolean } = {}): Promise<void> {
   await db.transaction(async (tx) => {
     const triggers = await tx.query<{ name: string; tbl_name: string }>(
       "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\\_sync\\_trg\\_%' ESCAPE '\\'");
@@ -209,7 +254,7 @@ export async function installTriggers(db: SqliteDb, model: LocalModel): Promise<
     for (const table of ['_sync_dirty', '_sync_skipped', '_sync_row_meta', '_sync_local_model']) {
       await tx.run(`DELETE FROM ${table} WHERE ${notManaged}`, managed);
     }
-    for (const t of model.tables) await tx.exec(triggerSql(t));
+    for (const t of model.tables) await tx.exec(triggerSql(t, options.checks ?? true));
   });
 }
 

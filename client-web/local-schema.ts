@@ -15,6 +15,7 @@ import { affinityOf, classify, type Affinity, type ColumnCodec, type ValueShape 
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type SqliteStatements } from './sqlite/port.js';
 import { type TableSpec } from '../core/protocol/meta.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 
 /** Quotes a SQLite identifier. */
 export function qi(name: string): string {
@@ -37,6 +38,8 @@ export interface TableModel {
 }
 
 export interface LocalModel {
+  /** The protocol the client speaks to the server (json as text from 2 on, docs/protocol.md §9). */
+  readonly protocol: ProtocolVersion;
   /** Parents first. */
   readonly tables: readonly TableModel[];
   readonly byLocal: ReadonlyMap<string, TableModel>;
@@ -96,7 +99,7 @@ function compatible(category: WireCategory, shape: ValueShape, affinity: Affinit
 
 /** The codec of a local column the server does not publish yet: never encoded (see LocalModelAhead). */
 function provisional(column: LocalColumn): ColumnCodec {
-  return { name: column.name, category: 'other', shape: 'opaque', affinity: affinityOf(column.type), untyped: column.type === '' };
+  return { name: column.name, category: 'other', shape: 'opaque', affinity: affinityOf(column.type), untyped: column.type === '', serverType: '', jsonText: false };
 }
 
 /**
@@ -113,10 +116,11 @@ export interface LocalModelAhead {
 
 /**
  * Reads the configured local tables and checks them against the server's specs. Throws
- * `local_schema_mismatch` naming every problem; answers the model the client runs on.
+ * `local_schema_mismatch` naming every problem; answers the model the client runs on, speaking
+ * `protocol` (which decides how json values travel; their local form is the same in both).
  */
-export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModel> {
-  const built = await buildLocalModelAhead(db, configs, specs);
+export async function buildLocalModel(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[], protocol: ProtocolVersion = 1): Promise<LocalModel> {
+  const built = await buildLocalModelAhead(db, configs, specs, protocol);
   if (built.ahead.length > 0) {
     throw new ClientError(ClientErrorCode.localSchemaMismatch, `local tables do not match the server: ${built.ahead.join('; ')}`, { problems: built.ahead });
   }
@@ -128,7 +132,7 @@ export async function buildLocalModel(db: SqliteStatements, configs: readonly Ta
  * mismatch: they are answered in `ahead`, with a provisional model. Every other problem throws
  * `local_schema_mismatch`, naming those and the ones ahead.
  */
-export async function buildLocalModelAhead(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[]): Promise<LocalModelAhead> {
+export async function buildLocalModelAhead(db: SqliteStatements, configs: readonly TableConfig[], specs: readonly TableSpec[], protocol: ProtocolVersion = 1): Promise<LocalModelAhead> {
   const problems: string[] = [];
   const ahead: string[] = [];
   const specByName = new Map(specs.map((s) => [`${s.schema}.${s.table}`, s]));
@@ -170,7 +174,9 @@ export async function buildLocalModelAhead(db: SqliteStatements, configs: readon
         columns.push(provisional(column));
         continue;
       }
-      const codec: ColumnCodec = { name: column.name, ...classify(server.type), affinity: affinityOf(column.type), untyped: column.type === '' };
+      const codec: ColumnCodec = {
+        name: column.name, ...classify(server.type), affinity: affinityOf(column.type), untyped: column.type === '', serverType: server.type, jsonText: protocol >= 2,
+      };
       if (!compatible(codec.category, codec.shape, codec.affinity, codec.untyped)) {
         problems.push(`${localName}.${column.name}: local type ${column.type || '(none)'} cannot hold server type ${server.type}`);
       }
@@ -211,6 +217,7 @@ export async function buildLocalModelAhead(db: SqliteStatements, configs: readon
   const tables = models.map((m) => ({ ...m, order: order.get(m.local) ?? 0 })).sort((a, b) => a.order - b.order);
   return {
     model: {
+      protocol,
       tables,
       byLocal: new Map(tables.map((t) => [t.local, t])),
       byWire: new Map(tables.map((t) => [t.wireName, t])),

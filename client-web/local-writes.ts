@@ -3,19 +3,48 @@
  *
  * - A write (anything but `query`) notifies the sync loop, which syncs after a quiet moment.
  *   The client's own statements use the database underneath and notify nothing.
- * - A write refused by the client's key guard (install.ts: a key the wire would change, such as
- *   an upper-case UUID) fails with `ClientError` `invalid_local_row` instead of a raw SQLite error.
+ * - A write refused by the client's check triggers (install.ts: a value that is not its column's
+ *   local form, such as text in an INTEGER column or an upper-case UUID key) fails with
+ *   `ClientError` `invalid_local_row`, its details naming table, key, column and reason, instead
+ *   of a raw SQLite error.
  */
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type SqlRow, type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
-/** Opens the message of a guard trigger's RAISE, so the wrapper can tell it from other failures. */
+/** Opens the message of a check trigger's refusal, so the wrapper can tell it from other failures. */
 export const INVALID_LOCAL_ROW_MARK = 'lockstep invalid_local_row';
+
+/** What a refused local write names (the details of its `invalid_local_row`). */
+export interface LocalRowRefusal {
+  readonly table: string;
+  readonly key: string | number | null;
+  readonly column: string;
+  readonly reason: string;
+}
+
+/**
+ * The refusal a trigger's message carries: `<mark>: {json}`, quoted by SQLite as an SQL string
+ * (quotes doubled) inside its error message (install.ts), or null when it cannot be read.
+ */
+export function refusalOf(message: string): LocalRowRefusal | null {
+  const at = message.indexOf(INVALID_LOCAL_ROW_MARK);
+  if (at < 0) return null;
+  const quoted = message.slice(at + INVALID_LOCAL_ROW_MARK.length + 2).replace(/ \[sql: .*$/s, '').replace(/'$/, '');
+  try {
+    const parsed = JSON.parse(quoted.replaceAll("''", "'")) as LocalRowRefusal;
+    return typeof parsed.table === 'string' && typeof parsed.column === 'string' ? parsed : null;
+  } catch {
+    return null;
+  }
+}
 
 function translate(error: unknown): unknown {
   if (error instanceof Error && error.message.includes(INVALID_LOCAL_ROW_MARK)) {
-    const detail = error.message.slice(error.message.indexOf(INVALID_LOCAL_ROW_MARK) + INVALID_LOCAL_ROW_MARK.length + 2).replace(/ \[sql: .*$/s, '');
-    return new ClientError(ClientErrorCode.invalidLocalRow, `refused a local write: ${detail}`, undefined, { cause: error });
+    const refusal = refusalOf(error.message);
+    const text = refusal
+      ? `${refusal.table} ${JSON.stringify(refusal.key)}: column ${refusal.column} ${refusal.reason}`
+      : error.message.slice(error.message.indexOf(INVALID_LOCAL_ROW_MARK) + INVALID_LOCAL_ROW_MARK.length + 2).replace(/ \[sql: .*$/s, '');
+    return new ClientError(ClientErrorCode.invalidLocalRow, `refused a local write: ${text}`, refusal ?? undefined, { cause: error });
   }
   return error;
 }

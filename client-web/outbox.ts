@@ -218,6 +218,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
   await tx.runMany('UPDATE _sync_dirty SET state = 1 WHERE tbl = ? AND key = ?', rows.map((r) => [r.table.local, r.keyLocal]));
   const frozen: FrozenBundle = {
     outboxTable,
+    protocol: model.protocol,
     sourceId: source.sourceId,
     sourceBundleId: source.nextSourceBundleId,
     rowCount: rows.length,

@@ -22,6 +22,7 @@
 import { ConnectResponse } from '../core/protocol/connect.js';
 import { type Conflict, ErrorBody } from '../core/protocol/meta.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 import { jsonStringBytes } from '../core/protocol/wire-bytes.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode, isServerErrorCode } from './errors.js';
@@ -78,8 +79,8 @@ class RowTooLarge extends Error {
   }
 }
 
-/** Uploads rows from `start` on; answers when the server holds all of them. */
-async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxRow[], start: number): Promise<void> {
+/** Uploads rows from `start` on, in the bundle's `protocol`; answers when the server holds all of them. */
+async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxRow[], start: number, protocol: ProtocolVersion): Promise<void> {
   const budget = Math.floor(ctx.limits.maxRequestBytes * REQUEST_BYTES_SHARE);
   let next = start;
   let chunkRows = ctx.limits.pushChunkRows;
@@ -97,6 +98,7 @@ async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxR
       const answer = await ctx.transport.request('POST', `/sync/push-sessions/${pushId}/chunks`, {
         body: { start_row_ordinal: next, rows: chunk },
         schema: ChunkResponse,
+        protocol,
       });
       next = answer.next_expected_row_ordinal;
     } catch (error) {
@@ -131,6 +133,8 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
           ...(initializationId ? { initialization_id: initializationId } : {}),
         },
         schema: PushSessionCreateResponse,
+        // The rows, and the request hash over them, are in the protocol they were frozen in.
+        protocol: frozen.protocol,
       });
     } catch (error) {
       if (isCode(error, ...SOURCE_REFUSALS)) return { kind: 'source_refused', error };
@@ -145,8 +149,8 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
     let start = created.next_expected_row_ordinal;
     for (let attempt = 0; attempt < 4; attempt++) {
       try {
-        await upload(ctx, created.push_id, rows, start);
-        const committed = await ctx.transport.request('POST', `/sync/push-sessions/${created.push_id}/commit`, { body: {}, schema: CommitResponse });
+        await upload(ctx, created.push_id, rows, start, frozen.protocol);
+        const committed = await ctx.transport.request('POST', `/sync/push-sessions/${created.push_id}/commit`, { body: {}, schema: CommitResponse, protocol: frozen.protocol });
         return { kind: 'committed', bundle: committed, alreadyCommitted: false };
       } catch (error) {
         if (error instanceof RowTooLarge) return { kind: 'rejected', rejection: error.rejection() };

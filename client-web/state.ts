@@ -18,6 +18,7 @@
  */
 import { type ServerErrorCode } from './errors.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 
 export interface AttachmentState {
@@ -73,6 +74,8 @@ export interface Rejection {
 
 export interface FrozenBundle {
   readonly outboxTable: string;
+  /** The protocol its rows were frozen in: they are pushed in it, their request hash is over it. */
+  readonly protocol: ProtocolVersion;
   readonly sourceId: string;
   readonly sourceBundleId: number;
   readonly rowCount: number;
@@ -128,11 +131,12 @@ function parseRejection(text: string | null): Rejection | null {
 }
 
 export async function readFrozen(db: SqliteStatements): Promise<FrozenBundle | null> {
-  const [row] = await db.query<{ outbox_table: string; source_id: string; source_bundle_id: number; row_count: number; request_hash: string; initialization_id: string | null; rejected: string | null }>(
-    'SELECT outbox_table, source_id, source_bundle_id, row_count, request_hash, initialization_id, rejected FROM _sync_push_state WHERE id = 1');
+  const [row] = await db.query<{ outbox_table: string; protocol: number; source_id: string; source_bundle_id: number; row_count: number; request_hash: string; initialization_id: string | null; rejected: string | null }>(
+    'SELECT outbox_table, protocol, source_id, source_bundle_id, row_count, request_hash, initialization_id, rejected FROM _sync_push_state WHERE id = 1');
   if (!row) return null;
   return {
     outboxTable: row.outbox_table,
+    protocol: row.protocol === 2 ? 2 : 1,
     sourceId: row.source_id,
     sourceBundleId: Number(row.source_bundle_id),
     rowCount: Number(row.row_count),
@@ -239,9 +243,9 @@ export async function adoptSource(tx: SqliteStatements, sourceId: string): Promi
 
 export async function recordFrozen(tx: SqliteStatements, frozen: FrozenBundle): Promise<void> {
   await tx.run(
-    `INSERT INTO _sync_push_state (id, outbox_table, source_id, source_bundle_id, row_count, request_hash, initialization_id, rejected)
-     VALUES (1, ?, ?, ?, ?, ?, ?, NULL)`,
-    [frozen.outboxTable, frozen.sourceId, frozen.sourceBundleId, frozen.rowCount, frozen.requestHash, frozen.initializationId]);
+    `INSERT INTO _sync_push_state (id, outbox_table, protocol, source_id, source_bundle_id, row_count, request_hash, initialization_id, rejected)
+     VALUES (1, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+    [frozen.outboxTable, frozen.protocol, frozen.sourceId, frozen.sourceBundleId, frozen.rowCount, frozen.requestHash, frozen.initializationId]);
 }
 
 /** The frozen rows were rewritten (conflicts resolved, rows quarantined): same tuple, new hash, no rejection. */

@@ -9,6 +9,7 @@
  * from session create with the frozen bundle (docs/protocol.md §10.2).
  */
 import type * as z from 'zod/mini';
+import { PROTOCOL_HEADER, type ProtocolVersion } from '../core/protocol/version.js';
 import { isServerErrorCode, type ServerErrorCode, type TransportErrorCode } from './errors.js';
 
 export interface RetryPolicy {
@@ -86,6 +87,8 @@ export interface RequestOptions<T> {
   readonly signal?: AbortSignal;
   /** Extra request headers (`cache-control: no-cache` asks for a fresh answer). */
   readonly headers?: Readonly<Record<string, string>>;
+  /** The protocol of this request, when not the transport's (a bundle frozen under another one). */
+  readonly protocol?: ProtocolVersion;
 }
 
 function abortedError(): SyncHttpError {
@@ -97,6 +100,11 @@ export class Transport {
   private readonly doFetch: typeof fetch;
   private readonly random: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
+  /**
+   * The protocol requests speak (docs/protocol.md §9): 1 until the client learnt from capabilities
+   * that the server serves 2. Sent as Sync-Protocol-Version from 2 on.
+   */
+  protocol: ProtocolVersion = 1;
   /** Round trips the server reported (x-lockstep-round-trips), summed; for diagnostics. */
   serverRoundTrips = 0;
   requests = 0;
@@ -151,6 +159,8 @@ export class Transport {
       ...options.headers,
     };
     if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const protocol = options.protocol ?? this.protocol;
+    if (protocol !== 1) headers[PROTOCOL_HEADER] = String(protocol);
     let response: Response;
     try {
       this.requests++;
@@ -187,6 +197,11 @@ export class Transport {
       // which still tells retriable (5xx, 429) from not, and the body for diagnostics.
       const what = typeof body['error'] === 'string' ? `unknown error code ${body['error']}` : `HTTP ${response.status} without an error code`;
       throw new SyncHttpError('invalid_response', response.status, `${what}: ${message}`, body, retryAfterMs);
+    }
+    // An answer in another protocol than asked (a server older than the capabilities that said
+    // otherwise) would be read wrong, and a push would be stored wrong: refused before use.
+    if (protocol !== 1 && response.headers.get(PROTOCOL_HEADER) !== String(protocol)) {
+      throw new SyncHttpError('invalid_response', response.status, `${method} ${path} was answered without Sync-Protocol-Version ${protocol}: the server does not speak it (reopen the client to read its capabilities again)`);
     }
     if (response.status === 204 || !options.schema) return json as T;
     const parsed = options.schema.safeParse(json);

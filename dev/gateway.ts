@@ -71,8 +71,8 @@ interface Group {
 const CORS_HEADERS: Record<string, string> = {
   'access-control-allow-origin': '*',
   'access-control-allow-methods': 'GET, POST, DELETE, OPTIONS',
-  'access-control-allow-headers': 'authorization, content-type, sync-source-id',
-  'access-control-expose-headers': 'x-lockstep-round-trips, retry-after',
+  'access-control-allow-headers': 'authorization, content-type, sync-source-id, sync-protocol-version',
+  'access-control-expose-headers': 'x-lockstep-round-trips, retry-after, sync-protocol-version',
   'access-control-max-age': '600',
 };
 

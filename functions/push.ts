@@ -1,6 +1,7 @@
 /** Lambda: push sessions (create, chunks, commit, delete) and committed-bundle replay pages. */
 import { ChunkRequest, PushSessionCreateRequest } from '../core/protocol/index.js';
 import { commitPush, committedBundleRows, createPushSession, deletePushSession, namesUnknownSchema, uploadChunk } from '../core/sync/index.js';
+import { protocolOf, summaryInProtocol } from '../core/sync/wire-form.js';
 import { createHandler, type Route } from './edge/handler.js';
 import { parseBody, pathInt, pathUuid, queryInt } from './edge/request.js';
 
@@ -38,7 +39,7 @@ export const routes: readonly Route[] = [
           ctx.committed(ctx.actor.userId);
           ctx.count('Commits');
           ctx.count('CommittedRows', outcome.answer.row_count);
-          return { status: 200, body: outcome.answer };
+          return { status: 200, body: summaryInProtocol(outcome.answer, protocolOf(ctx.actor)) };
         case 'conflict':
           ctx.count('Conflicts');
           return {

@@ -103,15 +103,19 @@ describe('web client defects (issue 16)', () => {
     expect(await b.db.query('SELECT * FROM arrays ORDER BY id')).toEqual(await a.db.query('SELECT * FROM arrays ORDER BY id'));
   });
 
-  it('1: a local array value that is not a JSON array is set aside with invalid_local_row, never blocking the device (issue 23 item 4)', async () => {
+  // Issue 23 item 4: refused at the write now (the capture trigger checks the local form), so it
+  // never reaches a freeze and the device's other rows keep syncing.
+  it('1: a local array value that is not a JSON array is refused at the write with invalid_local_row', async () => {
     const user = 'd1-bad-array';
     const a = await device(user);
     await a.client.attach(user);
-    await a.db.run(`INSERT INTO arrays (id, tags) VALUES ('bad', 'a,b')`);
-    expect((await a.client.sync()).push).toMatchObject({ status: 'resolved_without_commit', quarantinedRows: 1 });
-    const [q] = await a.client.quarantined();
-    expect(q).toMatchObject({ key: 'bad', code: 'invalid_local_row', row: expect.objectContaining({ tags: 'a,b' }), violation: expect.objectContaining({ column: 'tags' }) });
-    await a.client.requeueQuarantined(q?.id as number, { tags: '["a", "b"]' });
+    for (const literal of ['a,b', '{a,"b c"}']) {
+      await expect(a.client.db.run('INSERT INTO arrays (id, tags) VALUES (?, ?)', ['bad', literal])).rejects.toMatchObject({
+        code: 'invalid_local_row', details: { table: 'arrays', key: 'bad', column: 'tags', reason: expect.stringMatching(/JSON text of an array/) },
+      });
+    }
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(0);
+    await a.client.db.run(`INSERT INTO arrays (id, tags) VALUES ('bad', '["a", "b"]')`);
     expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 1 });
   });
 

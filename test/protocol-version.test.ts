@@ -11,6 +11,10 @@ const RECORDED: Record<number, string> = {
   // Additive: Conflict.server_row_omitted, ErrorBody.detail_count (issue 25 item 1, budgeted answers)
   // and PingMessage.latest_bundle_seq (issue 25 item 4, pings answered when the device is behind).
   1: 'd2737bfa470e3174e2146e1555ccd57ddddc15ff645a58615d046659492584a6',
+  // Protocol 2 (issue 23): json and jsonb values as a JSON string of their text, asked for with
+  // the Sync-Protocol-Version header; capabilities gain min_protocol_version. With it, the
+  // additive fields of protocol 1 above.
+  2: '9719e9a8818324cad59acff1ee66a6bd0a05ae8eca8849721aa8b523b23db6f0',
 };
 
 describe('protocol version', () => {

@@ -13,8 +13,10 @@
  * out-parameters from one scratch word per module after an `await`, so two connections of one
  * module that are busy at the same time can receive each other's statement handles.
  *
- * TEXT is passed NUL-terminated by wa-sqlite, so a string cannot contain U+0000 (it is cut
- * there); PostgreSQL text cannot hold it either, so synced data never does.
+ * TEXT goes in and out with its length (text-bytes.ts), never NUL-terminated: wa-sqlite's own
+ * bind_text and column_text cut a string at U+0000 and mangle a lone surrogate, so the adapter
+ * binds and reads text through the module's raw exports. A string comes back exactly as it was
+ * given; which text may be synced is decided by the capture triggers (client-web/codec.ts).
  *
  * Which tables a statement reads or writes comes from SQLite's authorizer, installed once per
  * connection: SQLite calls it while it prepares a statement, for every table and column the
@@ -23,6 +25,7 @@
  * are collected only on request (`tablesRead`).
  */
 import * as SQLite from 'wa-sqlite';
+import { isWellFormed, maxTextBytes, readText, writeText } from './text-bytes.js';
 import { type CommitListener, type SqlRow, type SqlValue, type SqliteDb, type SqliteStatements } from './port.js';
 
 /** SQLite result codes this adapter names itself (https://sqlite.org/rescode.html). */
@@ -30,6 +33,7 @@ export const SQLITE_CODES = {
   ERROR: 1,
   BUSY: 5,
   CONSTRAINT: 19,
+  NOMEM: 7,
   MISUSE: 21,
   RANGE: 25,
 } as const;
@@ -72,16 +76,25 @@ function preview200(sql: string): string {
  * The few raw exports of the Emscripten module the adapter uses where the SQLiteAPI falls short.
  * wa-sqlite's bind_blob allocates byteLength bytes, and sqlite3_malloc(0) is NULL, which SQLite
  * binds as NULL: an empty Uint8Array would come back as null. With the module an empty blob is
- * bound from a one-byte scratch buffer with length 0.
+ * bound from a one-byte scratch buffer with length 0. Text is bound and read with its length
+ * (see the file comment), from the module's heap.
  */
 export interface WaSqliteModule {
+  /** The wasm memory; a new view after every growth, so read it after each allocation. */
+  readonly HEAPU8: Uint8Array;
   _sqlite3_malloc(bytes: number): number;
+  _sqlite3_free(ptr: number): void;
   _sqlite3_bind_blob(stmt: number, index: number, ptr: number, bytes: number, destructor: number): number;
+  _sqlite3_bind_text(stmt: number, index: number, ptr: number, bytes: number, destructor: number): number;
+  _sqlite3_column_text(stmt: number, column: number): number;
+  _sqlite3_column_bytes(stmt: number, column: number): number;
+  /** The address of sqlite3_free, the destructor that hands a bound buffer to SQLite. */
+  _getSqliteFree(): number;
 }
 
 export interface WaSqliteDbOptions {
-  /** The Emscripten module behind `sqlite3`; needed to bind empty blobs (see WaSqliteModule). */
-  module?: WaSqliteModule;
+  /** The Emscripten module behind `sqlite3`; binds empty blobs and exact text (see WaSqliteModule). */
+  module: WaSqliteModule;
   /** Runs after the connection is closed (e.g. to release a VFS). */
   onClose?: () => void | Promise<void>;
   /**
@@ -134,8 +147,10 @@ function changeKind(sql: string): ChangeKind {
  * Wraps an open wa-sqlite connection. `db` is the handle from `sqlite3.open_v2`; the adapter owns
  * it from now on (close() closes it).
  */
-export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqliteDbOptions = {}): SqliteDb {
+export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqliteDbOptions): SqliteDb {
   const queue = new SerialQueue();
+  const module = options.module;
+  const sqliteFree = module._getSqliteFree();
   let closed = false;
   let emptyBlobPtr = 0;
   /** Tables written since the last commit (or the last statement outside a transaction). */
@@ -198,10 +213,10 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
         else if (Number.isSafeInteger(value)) rc = sqlite3.bind_int64(stmt, index, BigInt(value));
         else rc = sqlite3.bind_double(stmt, index, value);
       } else rc = sqlite3.bind_double(stmt, index, value);
-    } else if (typeof value === 'string') rc = sqlite3.bind_text(stmt, index, value);
+    } else if (typeof value === 'string') rc = bindText(stmt, index, value);
     else if (typeof value === 'bigint') rc = sqlite3.bind_int64(stmt, index, value);
     else if (value instanceof Uint8Array) {
-      if (value.byteLength === 0) rc = bindEmptyBlob(stmt, index, sql);
+      if (value.byteLength === 0) rc = bindEmptyBlob(stmt, index);
       else rc = sqlite3.bind_blob(stmt, index, value);
     } else {
       throw new SqliteError(SQLITE_CODES.MISUSE, `parameter ${index} is a ${typeof value}, not a SqlValue`, sql);
@@ -210,14 +225,31 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
     if (rc !== SQLite.SQLITE_OK) throw new SqliteError(rc, `cannot bind parameter ${index}`, sql);
   }
 
-  function bindEmptyBlob(stmt: number, index: number, sql: string): number {
-    const module = options.module;
-    if (!module) {
-      throw new SqliteError(SQLITE_CODES.MISUSE, 'an empty blob needs options.module (wa-sqlite would bind it as NULL)', sql);
-    }
+  function emptyPtr(): number {
     if (emptyBlobPtr === 0) emptyBlobPtr = module._sqlite3_malloc(1);
+    return emptyBlobPtr;
+  }
+
+  function bindEmptyBlob(stmt: number, index: number): number {
     // SQLITE_STATIC (0): SQLite reads zero bytes from the pointer and never frees it.
-    return module._sqlite3_bind_blob(stmt, index, emptyBlobPtr, 0, 0);
+    return module._sqlite3_bind_blob(stmt, index, emptyPtr(), 0, 0);
+  }
+
+  /** Text with its byte length, in a buffer SQLite frees (sqlite3_free as the destructor). */
+  function bindText(stmt: number, index: number, value: string): number {
+    if (value.length === 0) return module._sqlite3_bind_text(stmt, index, emptyPtr(), 0, 0);
+    const capacity = maxTextBytes(value);
+    const ptr = module._sqlite3_malloc(capacity);
+    if (ptr === 0) return SQLITE_CODES.NOMEM;
+    const written = writeText(value, module.HEAPU8.subarray(ptr, ptr + capacity));
+    return module._sqlite3_bind_text(stmt, index, ptr, written, sqliteFree);
+  }
+
+  function readTextColumn(stmt: number, i: number): string {
+    // sqlite3_column_text first, then _bytes (SQLite's documented order: the length is of that text).
+    const ptr = module._sqlite3_column_text(stmt, i);
+    const bytes = module._sqlite3_column_bytes(stmt, i);
+    return ptr === 0 ? '' : readText(module.HEAPU8.subarray(ptr, ptr + bytes));
   }
 
   function bindAll(stmt: number, params: readonly SqlValue[], sql: string, count: number): void {
@@ -240,15 +272,27 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       case SQLite.SQLITE_FLOAT:
         return sqlite3.column_double(stmt, i);
       case SQLite.SQLITE_TEXT:
-        return sqlite3.column_text(stmt, i);
+        return readTextColumn(stmt, i);
       default:
         // A view into wasm memory, invalid after the next step or a memory growth: copy it out.
         return sqlite3.column_blob(stmt, i).slice();
     }
   }
 
+  /**
+   * SQL text goes through wa-sqlite's NUL-terminated strings: a U+0000 would end the statement
+   * early (a script cut short) and a lone surrogate would be mangled. Values belong in parameters,
+   * which carry any text exactly.
+   */
+  function checkSqlText(sql: string): void {
+    if (sql.includes('\u0000') || !isWellFormed(sql)) {
+      throw new SqliteError(SQLITE_CODES.MISUSE, 'SQL text cannot contain U+0000 or a lone surrogate: bind such text as a parameter', sql);
+    }
+  }
+
   /** Prepares exactly one statement; more than one in `sql` is a misuse. */
   async function prepare(sql: string): Promise<number> {
+    checkSqlText(sql);
     const str = sqlite3.str_new(db, sql);
     try {
       const first = await sqlite3.prepare_v2(db, sqlite3.str_value(str));
@@ -280,6 +324,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   }
 
   async function execNow(sql: string): Promise<void> {
+    checkSqlText(sql);
     try {
       await sqlite3.exec(db, sql);
     } catch (error) {

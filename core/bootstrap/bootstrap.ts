@@ -87,9 +87,15 @@ const CATALOG_SQL_FIELDS = [
   ['capture_new_sql', 'captureNewSql'], ['capture_old_sql', 'captureOldSql'], ['capture_keychange_sql', 'captureKeychangeSql'],
   ['upsert_sql', 'upsertSql'], ['delete_sql', 'deleteSql'], ['snapshot_sql', 'snapshotSql'], ['lookup_sql', 'lookupSql'],
   ['hash_rows_sql', 'hashRowsSql'], ['request_rows_sql', 'requestRowsSql'], ['row_json_prefix', 'rowJsonPrefix'],
+  ['snapshot_v1_sql', 'snapshotV1Sql'],
 ] as const;
 
-type StoredRow = StoredEntry & { readonly applyOrder: number; readonly sql: Readonly<Record<string, string>> };
+type StoredRow = StoredEntry & {
+  readonly applyOrder: number;
+  /** Each generated text (null where the table needs none, or the layout has no such column yet). */
+  readonly sql: Readonly<Record<string, string | null>>;
+  readonly jsonColumns: readonly string[] | null;
+};
 
 /** Refuses a server outside PostgreSQL 16.x and 17.x, given its `server_version_num`. */
 export function assertSupportedServerVersion(serverVersionNum: number): void {
@@ -127,7 +133,8 @@ async function readStoredCatalog(db: Queryable): Promise<StoredRow[]> {
     applyOrder: Number(r['apply_order']),
     columns: r['columns'] as StoredEntry['columns'],
     retired: r['is_retired'] === true,
-    sql: Object.fromEntries(CATALOG_SQL_FIELDS.map(([column]) => [column, String(r[column])])),
+    sql: Object.fromEntries(CATALOG_SQL_FIELDS.map(([column]) => [column, r[column] === undefined || r[column] === null ? null : String(r[column])])),
+    jsonColumns: (r['json_columns'] as string[] | null | undefined) ?? null,
   }));
 }
 
@@ -168,7 +175,7 @@ function sameEntry(stored: StoredRow | undefined, entry: CatalogEntry): boolean 
   if (!stored || stored.retired) return false;
   return (
     stored.keyColumn === entry.keyColumn && stored.keyKind === entry.keyKind && stored.applyOrder === entry.applyOrder &&
-    sameColumns(stored.columns, entry.columns) &&
+    sameColumns(stored.columns, entry.columns) && JSON.stringify(stored.jsonColumns) === JSON.stringify(entry.jsonColumns) &&
     CATALOG_SQL_FIELDS.every(([column, field]) => stored.sql[column] === entry[field])
   );
 }
@@ -223,16 +230,17 @@ async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], ret
     await tx.query(sql`
       INSERT INTO sync.table_catalog (table_id, schema_name, table_name, key_column, key_kind, apply_order, columns,
         capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql,
-        hash_rows_sql, request_rows_sql, row_json_prefix, retired)
+        hash_rows_sql, request_rows_sql, row_json_prefix, json_columns, snapshot_v1_sql, retired)
       VALUES (${e.tableId}, ${e.schema}, ${e.table}, ${e.keyColumn}, ${e.keyKind}, ${e.applyOrder}, ${JSON.stringify(e.columns)}::jsonb,
         ${e.captureNewSql}, ${e.captureOldSql}, ${e.captureKeychangeSql}, ${e.upsertSql}, ${e.deleteSql}, ${e.snapshotSql}, ${e.lookupSql},
-        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, false)
+        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, ${e.jsonColumns}::text[], ${e.snapshotV1Sql}, false)
       ON CONFLICT (table_id) DO UPDATE SET schema_name = EXCLUDED.schema_name, table_name = EXCLUDED.table_name,
         key_column = EXCLUDED.key_column, key_kind = EXCLUDED.key_kind, apply_order = EXCLUDED.apply_order, columns = EXCLUDED.columns,
         capture_new_sql = EXCLUDED.capture_new_sql, capture_old_sql = EXCLUDED.capture_old_sql,
         capture_keychange_sql = EXCLUDED.capture_keychange_sql, upsert_sql = EXCLUDED.upsert_sql, delete_sql = EXCLUDED.delete_sql,
         snapshot_sql = EXCLUDED.snapshot_sql, lookup_sql = EXCLUDED.lookup_sql, hash_rows_sql = EXCLUDED.hash_rows_sql,
-        request_rows_sql = EXCLUDED.request_rows_sql, row_json_prefix = EXCLUDED.row_json_prefix, retired = false`);
+        request_rows_sql = EXCLUDED.request_rows_sql, row_json_prefix = EXCLUDED.row_json_prefix, json_columns = EXCLUDED.json_columns,
+        snapshot_v1_sql = EXCLUDED.snapshot_v1_sql, retired = false`);
   }
   for (const r of retire) {
     await tx.query(sql`UPDATE sync.table_catalog SET retired = true WHERE table_id = ${r.tableId}`);

@@ -22,7 +22,7 @@ export {
   WatchResponse,
 } from './read-path.js';
 export { ColumnSpec, TableSpec, CapabilitiesResponse, Conflict, ErrorBody } from './meta.js';
-export { PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN } from './version.js';
+export { MIN_PROTOCOL_VERSION, PROTOCOL_HEADER, PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, type ProtocolVersion } from './version.js';
 export { wireCategory, type WireCategory } from './wire-types.js';
 export { jsonStringBytes, serializedBytes, serializedBytesWithBody, serializedOver, utf8Bytes } from './wire-bytes.js';
 export { ChangedMessage, PingMessage, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from './notify.js';

@@ -22,7 +22,10 @@ export const TableSpec = z.object({
 export type TableSpec = z.infer<typeof TableSpec>;
 
 export const CapabilitiesResponse = z.object({
+  /** The newest protocol this server serves now (2 once its layout holds protocol 2's functions). */
   protocol_version: z.int(),
+  /** The oldest protocol it still serves; absent before protocol 2 (then 1). */
+  min_protocol_version: z.optional(z.int()),
   schema_version: z.int(),
   app_name: z.string(),
   registered_tables: z.array(z.string()),

@@ -9,7 +9,7 @@ import * as z from 'zod/mini';
 import './zod.js';
 import { errorRegistry, type ErrorCode } from '../errors.js';
 import { COMMON_META_ERRORS, COMMON_SYNC_ERRORS, ErrorBody, OPERATIONS, type Operation } from './operations.js';
-import { PROTOCOL_VERSION, SOURCE_ID_HEADER } from './version.js';
+import { MIN_PROTOCOL_VERSION, PROTOCOL_HEADER, PROTOCOL_VERSION, SOURCE_ID_HEADER } from './version.js';
 
 type Json = Record<string, unknown>;
 
@@ -64,6 +64,13 @@ function parameters(op: Operation): Json[] {
       required: true,
       description: `This device's source id (header \`${SOURCE_ID_HEADER}\`): 1-128 characters of [A-Za-z0-9._:-].`,
       schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+    });
+    out.push({
+      name: 'Sync-Protocol-Version',
+      in: 'header',
+      required: false,
+      description: `The protocol the client speaks (header \`${PROTOCOL_HEADER}\`, default 1); 2 sends and answers json and jsonb values as a JSON string of their text. Every answer names its protocol in the same header.`,
+      schema: { type: 'integer', minimum: MIN_PROTOCOL_VERSION, maximum: PROTOCOL_VERSION },
     });
   }
   return out;

@@ -2,6 +2,7 @@
 import { type Queryable } from '../db/index.js';
 import { SyncError, isErrorCode, assert } from '../errors.js';
 import { type Limits } from '../limits.js';
+import { type ProtocolVersion } from '../protocol/version.js';
 import { type Catalog } from './catalog/catalog.js';
 import { type PendingCounters } from './meta/counters.js';
 
@@ -9,6 +10,11 @@ import { type PendingCounters } from './meta/counters.js';
 export interface Actor {
   readonly userId: string;
   readonly sourceId: string;
+  /**
+   * The protocol the device speaks (the Sync-Protocol-Version header; 1 when absent): which json
+   * form its rows are sent and answered in (core/sync/wire-form.ts).
+   */
+  readonly protocol?: ProtocolVersion;
 }
 
 export interface SyncContext {

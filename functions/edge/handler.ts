@@ -3,6 +3,9 @@
  * map the outcome. Routes stay thin: they validate input and call the core.
  */
 import { SyncError } from '../../core/errors.js';
+import { PROTOCOL_HEADER } from '../../core/protocol/index.js';
+import { servedProtocol } from '../../core/sync/wire-form.js';
+import { type Catalog } from '../../core/sync/catalog/catalog.js';
 import { defaultLimits, LAMBDA_PAYLOAD_BYTES_MAX, type Limits } from '../../core/limits.js';
 import { ANONYMOUS_OWNER, type Db } from '../../core/db/index.js';
 import { flushPendingCounters, type Actor, type SyncContext } from '../../core/sync/index.js';
@@ -194,12 +197,26 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       else if (route.auth !== 'operator') db = runtime.db.forRequest({ owner: ANONYMOUS_OWNER, deadline });
       const requestDb = db;
       const rt = runtime;
+      const speaks = actor.protocol ?? 1;
+      /**
+       * The catalog, checked to serve the actor's protocol. A container that has not seen the
+       * layout bootstrap just upgraded reads it again once before refusing a protocol it lacks.
+       */
+      const catalog = async (): Promise<Catalog> => {
+        let current = await rt.catalog(requestDb);
+        if (servedProtocol(current.layoutVersion) >= speaks) return current;
+        rt.invalidateCatalog();
+        current = await rt.catalog(requestDb);
+        if (servedProtocol(current.layoutVersion) >= speaks) return current;
+        throw new SyncError('invalid_request',
+          `this server serves protocol ${servedProtocol(current.layoutVersion)} until bootstrap upgrades its layout; send Sync-Protocol-Version ${servedProtocol(current.layoutVersion)} or none`);
+      };
       const ctx: RouteContext = {
         runtime: rt,
         db: requestDb,
         actor,
         // A (re)load of the catalog runs on this request's view, so its round trip is counted.
-        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await rt.catalog(requestDb), pending: rt.pending }),
+        sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await catalog(), pending: rt.pending }),
         signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
         deadline,
         committed: (userId) => void committedUsers.add(userId),
@@ -211,7 +228,9 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       // The database answered this request: record what an outage kept from it (rarely anything).
       if (answer.status < 500) await flushPendingCounters(requestDb, rt.pending);
       finishRequest(rt.telemetry, started, routeName, answer, requestDb.roundTrips.count, actor.userId);
-      return toHttp(answer, requestDb.roundTrips.count, request.headers['accept-encoding']);
+      // Every /sync/* answer names the protocol its rows are in (docs/protocol.md §9).
+      const answered = route.auth === true ? { ...answer, headers: { ...answer.headers, [PROTOCOL_HEADER]: String(speaks) } } : answer;
+      return toHttp(answered, requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();

@@ -5,7 +5,7 @@
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import type * as z from 'zod/mini';
 import { SyncError } from '../../core/errors.js';
-import { SOURCE_ID_HEADER, SOURCE_ID_PATTERN, userIdProblem } from '../../core/protocol/index.js';
+import { PROTOCOL_HEADER, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, userIdProblem, type ProtocolVersion } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
 import { serializedBytesWithBody } from '../../core/protocol/wire-bytes.js';
 
@@ -107,8 +107,20 @@ export function pathUuid(request: EdgeRequest, name: string): string {
 export { isStorableUserId } from '../../core/protocol/index.js';
 
 /**
+ * The protocol a request speaks: the Sync-Protocol-Version header, 1 when absent (clients
+ * written before protocol 2 never send it). Whether the database can serve it is the handler's
+ * to check, with the catalog.
+ */
+export function protocolOf(request: EdgeRequest): ProtocolVersion {
+  const value = request.headers[PROTOCOL_HEADER];
+  if (value === undefined || value === '1') return 1;
+  if (value === '2') return 2;
+  throw new SyncError('invalid_request', 'Sync-Protocol-Version must be 1 or 2 (docs/protocol.md §9)');
+}
+
+/**
  * The actor: the trusted user id from the authorizer (JWT claim, or a Lambda authorizer's
- * `userId`) and the source id from the Sync-Source-ID header.
+ * `userId`), the source id from the Sync-Source-ID header and the protocol it speaks.
  */
 export function actorOf(request: EdgeRequest, userIdClaim: string): Actor {
   const authorizer = request.event.requestContext.authorizer;
@@ -125,7 +137,7 @@ export function actorOf(request: EdgeRequest, userIdClaim: string): Actor {
   const source = request.headers[SOURCE_ID_HEADER];
   if (source === undefined) throw new SyncError('invalid_request', 'the Sync-Source-ID header is required');
   if (!SOURCE_ID_PATTERN.test(source)) throw new SyncError('invalid_request', 'Sync-Source-ID must be 1-128 characters of [A-Za-z0-9._:-]');
-  return { userId: claim, sourceId: source };
+  return { userId: claim, sourceId: source, protocol: protocolOf(request) };
 }
 
 /**

@@ -88,6 +88,35 @@ export function conformanceCases(adapter: Adapter, expect: ExpectStatic): Confor
       expect(blob).toEqual(allBytes);
     }));
 
+  // Issue 23 item 3: wa-sqlite's own text binding cut 'before\0after' to 'before' and paired a lone
+  // surrogate with the next character ('\ud83dxyz' came back as '👸yz'). Text is exact now, on
+  // every adapter; which text may be synced is the capture triggers' decision, not the port's.
+  it('keeps text exactly: U+0000 and lone surrogates included, as parameters and as results', () =>
+    withDb(async (db) => {
+      await db.exec('CREATE TABLE s (id INTEGER PRIMARY KEY, x TEXT)');
+      const texts = [
+        'before\u0000after', '\u0000', '\u0000\u0000tail', 'trail\u0000',
+        '\ud83dxyz', 'xyz\ud83d', '\ude00abc', '\ude00\ud83d', 'a\ud800\udbffb', '\udfff',
+        'pair \ud83d\ude00 then lone \ud83d', 'é\u0000中\ud800🎉', 'x'.repeat(100_000) + '\u0000\ud801',
+      ];
+      await db.runMany('INSERT INTO s (id, x) VALUES (?, ?)', texts.map((t, i) => [i, t]));
+      const rows = await db.query<{ x: string; t: string; n: number }>('SELECT x, typeof(x) AS t, length(CAST(x AS BLOB)) AS n FROM s ORDER BY id');
+      expect(rows.map((r) => r.x)).toEqual(texts);
+      expect(rows.every((r) => r.t === 'text')).toBe(true);
+      // Stored whole, not cut at the NUL: 'before\0after' is 12 bytes.
+      expect(rows[0]?.n).toBe(12);
+      // Text SQLite computes comes back exactly too, and a parameter is found by equality.
+      expect(await db.query('SELECT ? || x AS y FROM s WHERE x = ?', ['\ud83d', 'before\u0000after'])).toEqual([{ y: '\ud83dbefore\u0000after' }]);
+      expect(await db.query('SELECT id FROM s WHERE x = ?', ['\ud83dxyz'])).toEqual([{ id: 4 }]);
+      // The empty string stays an empty string (not NULL).
+      await db.run('INSERT INTO s (id, x) VALUES (?, ?)', [100, '']);
+      expect(await db.query('SELECT x, typeof(x) AS t FROM s WHERE id = 100')).toEqual([{ x: '', t: 'text' }]);
+      // SQL text cannot carry them (it is NUL-terminated): refused, never run cut short.
+      await expect(db.run("INSERT INTO s (id, x) VALUES (200, 'a\u0000b')")).rejects.toThrow(/U\+0000 or a lone surrogate/);
+      await expect(db.exec("INSERT INTO s (id, x) VALUES (201, 'a'); INSERT INTO s (id, x) VALUES (202, '\ud800')")).rejects.toThrow(/lone surrogate/);
+      expect(await db.query('SELECT count(*) AS n FROM s WHERE id >= 200')).toEqual([{ n: 0 }]);
+    }));
+
   it('answers changes for DML and zero for other statements', () =>
     withDb(async (db) => {
       await db.exec('CREATE TABLE c (k INTEGER PRIMARY KEY, n INTEGER)');

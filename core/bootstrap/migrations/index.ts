@@ -15,10 +15,11 @@ import { migration0012 } from './0012-table-facts.js';
 import { migration0013 } from './0013-unstorable-rows.js';
 import { migration0014 } from './0014-isolation.js';
 import { migration0015 } from './0015-row-search.js';
+import { migration0016 } from './0016-json-text-values.js';
 
 export const MIGRATIONS: readonly Migration[] = [
   migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007, migration0008, migration0009,
-  migration0010, migration0011, migration0012, migration0013, migration0014, migration0015,
+  migration0010, migration0011, migration0012, migration0013, migration0014, migration0015, migration0016,
 ];
 
 export { type Migration } from './migration.js';

@@ -33,18 +33,32 @@ $fn$
  * ECMAScript Number.prototype.toString of the IEEE double nearest to p_n (RFC 8785 §3.2.2.3).
  * PostgreSQL prints the shortest round-trip digits of a float8 (extra_float_digits = 1); this
  * re-lays those digits out the way ECMAScript does.
+ *
+ * A number beyond the double range (jsonb keeps `1e400`, and protocol 1's hash of a json value
+ * canonicalises it as a number) has no RFC 8785 form: it is written as ECMAScript would after
+ * JSON.parse, `null` for ±Infinity (JSON.stringify's spelling) and `0` for an underflow, instead
+ * of failing the commit. Only such numbers pay for the guarded conversion.
  */
 export const jcsNumberSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.jcs_number(p_n numeric) RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT
 SET extra_float_digits = 1 AS $fn$
 DECLARE
-  v_s text := (p_n::float8)::text;
+  v_s text;
   v_m text[];
   v_digits text;
   v_point integer;
   v_k integer;
   v_trimmed text;
 BEGIN
+  IF p_n <> 0 AND (abs(p_n) > 1e308 OR abs(p_n) < 1e-323) THEN
+    BEGIN
+      v_s := (p_n::float8)::text;
+    EXCEPTION WHEN numeric_value_out_of_range THEN
+      RETURN CASE WHEN abs(p_n) > 1 THEN 'null' ELSE '0' END;
+    END;
+  ELSE
+    v_s := (p_n::float8)::text;
+  END IF;
   v_m := regexp_match(v_s, '^(-?)([0-9]+)(?:\.([0-9]+))?(?:e([+-][0-9]+))?$');
   IF v_m IS NULL THEN
     RAISE EXCEPTION 'lockstep: number % cannot be canonicalised', v_s USING ERRCODE = '22003';

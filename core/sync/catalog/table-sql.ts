@@ -5,7 +5,13 @@
  * generator) is written back in the same transaction as the schema change it follows.
  *
  * Wire encodings (docs/protocol.md §4.2) live here, on the server side of the wire: bytea ↔ base64,
- * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC.
+ * bigint/numeric → exact decimal strings, uuid → dashed text, timestamptz → RFC 3339 UTC, json
+ * and jsonb → a JSON string holding the value's text (protocol 2).
+ *
+ * One form is stored: captured payloads, staged rows and rendered rows hold json values in
+ * protocol 2's form, which keeps every digit and tells JSON null from SQL NULL. Protocol 1 (the
+ * value itself) is derived on the way out for the clients that ask for it (sync.json_payload_form,
+ * `snapshotV1Sql`), and its bundle hash is computed beside protocol 2's (`hashRowsSql`).
  */
 import { quoteIdent as q, quoteLiteral } from '../../db/sql.js';
 import { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
@@ -52,13 +58,24 @@ export interface CatalogEntry {
   readonly deleteSql: string;
   readonly snapshotSql: string;
   readonly lookupSql: string;
-  /** `(o, t)` rows: each committed row of a bundle as RFC 8785 text, for `bundle_hash`. */
+  /**
+   * `(o, t, t2)` rows: each committed row of a bundle as RFC 8785 text, in protocol 1's form (`t`,
+   * `bundle_hash`) and in protocol 2's (`t2`, `bundle_hash_v2`; NULL when the table has no json
+   * column, so both forms are the same text).
+   */
   readonly hashRowsSql: string;
   /** `(o, t)` rows: each staged pushed row as RFC 8785 text, to verify `request_hash`. */
   readonly requestRowsSql: string;
   /** `{"schema":…,"table":…,"key":{"<key>":` — rows render by concatenation, not per-row JSON builders. */
   readonly rowJsonPrefix: string;
+  /** The json and jsonb columns, whose wire form depends on the protocol; null when there are none. */
+  readonly jsonColumns: readonly string[] | null;
+  /** `snapshotSql` with json values in protocol 1's form; null when the table has no json column. */
+  readonly snapshotV1Sql: string | null;
 }
+
+/** Which protocol's form a generated expression renders json values in (docs/protocol.md §4.2, §9). */
+export type JsonForm = 1 | 2;
 
 export { wireCategory, type WireCategory } from '../../protocol/wire-types.js';
 
@@ -105,7 +122,9 @@ function scalarValueExpr(c: string, type: string): string {
     case 'uuid':
       return `${c}::text`;
     case 'json':
-      return `${c}::jsonb`;
+      // Protocol 2: the value's text in a JSON string. A json column's text is kept as written
+      // (its own ::text); a jsonb column's is PostgreSQL's rendering.
+      return `to_jsonb(${c}::text)`;
     default:
       return c;
   }
@@ -141,7 +160,7 @@ function inputFixExpr(column: ColumnInfo): string | null {
  * object and printing it. Same wire forms as `scalarValueExpr`; values whose text needs no
  * escaping (uuid, decimal, RFC 3339, base64) are quoted as they are.
  */
-function jsonTextExpr(c: string, type: string): string {
+function jsonTextExpr(c: string, type: string, form: JsonForm): string {
   let text: string;
   if (type.endsWith('[]') || timeKind(type) === 'timestamp' || timeKind(type) === 'date') text = `to_jsonb(${scalarValueExpr(c, type)})::text`;
   else {
@@ -158,8 +177,9 @@ function jsonTextExpr(c: string, type: string): string {
         text = `CASE ${c} WHEN true THEN 'true' WHEN false THEN 'false' END`;
         break;
       case 'json':
-        // jsonb's rendering, as in payloads: one line, no raw control characters.
-        text = `${c}::jsonb::text`;
+        // Protocol 2: the text in a JSON string, as scalarValueExpr renders it. Protocol 1: jsonb's
+        // rendering of the value (one line, no raw control characters), as the payloads had it.
+        text = form === 2 ? `to_json(${c}::text)::text` : `${c}::jsonb::text`;
         break;
       case 'bytea':
       case 'decimal':
@@ -175,10 +195,10 @@ function jsonTextExpr(c: string, type: string): string {
 }
 
 /** A payload object as JSON text (see jsonTextExpr); '+' joins keep each expression flat. */
-function payloadTextExpr(alias: string, columns: readonly ColumnInfo[]): string {
+function payloadTextExpr(alias: string, columns: readonly ColumnInfo[], form: JsonForm): string {
   if (columns.length === 0) return `'{}'`;
   return columns
-    .map((col, i) => `${quoteLiteral(`${i === 0 ? '{' : ','}${JSON.stringify(col.name)}:`)} || ${jsonTextExpr(`${alias}.${q(col.name)}`, col.type)}`)
+    .map((col, i) => `${quoteLiteral(`${i === 0 ? '{' : ','}${JSON.stringify(col.name)}:`)} || ${jsonTextExpr(`${alias}.${q(col.name)}`, col.type, form)}`)
     .join(' || ') + ` || '}'`;
 }
 
@@ -200,6 +220,22 @@ function keyFromBytesExpr(kind: KeyKind, expr: string): string {
   return kind === 'uuid' ? `encode(${expr}, 'hex')::uuid` : `convert_from(${expr}, 'UTF8')`;
 }
 
+/**
+ * The value the upsert writes into a column: the populated record's, except json columns, which
+ * take the staged text itself (protocol 2's string; SQL NULL for null), cast to the column's type.
+ * jsonb_populate_record would store the string as a JSON string, and through jsonb a json
+ * column's text would lose its spelling; a column the payload leaves out keeps the record's value
+ * (the existing row's, or the default).
+ */
+function upsertValueExpr(column: ColumnInfo): string {
+  const name = quoteLiteral(column.name);
+  if (wireCategory(column.type) !== 'json') return `(x.r).${q(column.name)}`;
+  return `CASE WHEN x.pl ? ${name} THEN (x.pl ->> ${name})::${column.type} ELSE (x.r).${q(column.name)} END`;
+}
+
+/** The json form of a staged push session's rows: the form its client sent (sync.push_create). */
+const SESSION_FORM = '(SELECT s.json_form FROM sync.push_sessions s WHERE s.push_id = $1)';
+
 /** Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years) rewritten first. */
 function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
   const fixes = columns.flatMap((c) => {
@@ -220,20 +256,38 @@ function canonicalValueExpr(v: string): string {
   );
 }
 
-/** Categories whose committed payload values are always JSON strings, booleans, small integers or null. */
-const INLINE_CANONICAL = new Set<WireCategory>(['bytea', 'decimal', 'uuid', 'timestamptz', 'text', 'boolean', 'integer']);
+/**
+ * Categories whose committed payload values are always JSON strings, booleans, small integers or
+ * null (json too: stored payloads hold protocol 2's string).
+ */
+const INLINE_CANONICAL = new Set<WireCategory>(['bytea', 'decimal', 'uuid', 'timestamptz', 'text', 'boolean', 'integer', 'json']);
+
+/**
+ * The canonical text of a json column's stored value (protocol 2's string) in `form`: the string
+ * itself, or for protocol 1 the value it holds (sync.json_v1). `form` may be an SQL expression
+ * (a session's form, known only when the statement runs).
+ */
+function canonicalJsonExpr(v: string, form: JsonForm | string): string {
+  const v1 = canonicalValueExpr(`sync.json_v1(${v})`);
+  if (form === 2) return `(${v})::text`;
+  if (form === 1) return v1;
+  return `CASE WHEN ${form} = 2 THEN (${v})::text ELSE ${v1} END`;
+}
 
 /**
  * RFC 8785 text of a payload object `p` whose keys are a subset of `columns`. The keys are sorted
  * here, in UTF-16 code units as RFC 8785 requires (JavaScript's string order), so PostgreSQL only
  * concatenates. `known` marks payloads built by the capture triggers, whose value types follow
- * the column types, so most values need no inspection at all.
+ * the column types, so most values need no inspection at all. Json columns hold protocol 2's
+ * string (captured, or staged: push_chunk stores protocol 1's values so); `form` says which
+ * protocol's form is hashed.
  */
-export function canonicalPayloadExpr(p: string, columns: readonly ColumnInfo[], known: boolean): string {
+export function canonicalPayloadExpr(p: string, columns: readonly ColumnInfo[], known: boolean, form: JsonForm | string): string {
   const sorted = [...columns].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const parts = sorted.map((c) => {
     const v = `${p}->${quoteLiteral(c.name)}`;
-    const value = known && INLINE_CANONICAL.has(wireCategory(c.type)) ? `(${v})::text` : canonicalValueExpr(v);
+    const category = wireCategory(c.type);
+    const value = category === 'json' ? canonicalJsonExpr(v, form) : known && INLINE_CANONICAL.has(category) ? `(${v})::text` : canonicalValueExpr(v);
     return `CASE WHEN ${p} ? ${quoteLiteral(c.name)} THEN ${quoteLiteral(`${JSON.stringify(c.name)}:`)} || ${value} END`;
   });
   const groups: string[] = [];
@@ -254,11 +308,11 @@ const OP_NAME = (code: string): string => `CASE ${code} WHEN 1 THEN 'INSERT' WHE
  * Shared by commit (ordinal known) and adoption (ordinal numbered afterwards).
  */
 export function canonicalCommittedRowParts(info: { schema: string; table: string }, keyColumn: string, kind: KeyKind, visible: readonly ColumnInfo[],
-  alias: { keyBytes: string; opCode: string; payload: string; version: string }): { head: string; tail: string } {
+  alias: { keyBytes: string; opCode: string; payload: string; version: string }, form: JsonForm = 1): { head: string; tail: string } {
   return {
     head:
       `${quoteLiteral(`{"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, alias.keyBytes)})::text || '},"op":"' || ` +
-      `${OP_NAME(alias.opCode)} || '","payload":' || ${canonicalPayloadExpr(alias.payload, visible, true)} || ',"row_ordinal":'`,
+      `${OP_NAME(alias.opCode)} || '","payload":' || ${canonicalPayloadExpr(alias.payload, visible, true, form)} || ',"row_ordinal":'`,
     tail: `',"row_version":' || ${alias.version} || ${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)}`,
   };
 }
@@ -320,6 +374,13 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
     // Every attribute in order: DEFAULT expressions for new rows (evaluated only when the key is new).
     const defaultsRow = defaultsRowExpr(rel, info.columns);
     const setList = (nonKey.length ? nonKey : [keyCol as ColumnInfo]).map((c) => `${q(c.name)} = EXCLUDED.${q(c.name)}`);
+    const jsonColumns = visible.filter((c) => wireCategory(c.type) === 'json').map((c) => c.name);
+    // Rows as text: the key's JSON and the payload's JSON, concatenated (sync.snapshot_create
+    // wraps them in the row envelope with the row version; adoption parses the payload).
+    const snapshotSql = (form: JsonForm): string =>
+      `SELECT ${tableId}::smallint AS table_id, ${orders.get(info) ?? tableId} AS apply_order, ` +
+      `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${kind === 'uuid' ? `'"' || t.${key}::text || '"'` : `to_json(t.${key})::text`} AS key_json, ` +
+      `${payloadTextExpr('t', visible, form)} AS payload_text FROM ${rel} t WHERE t.${scope} = $1`;
     return {
       tableId,
       schema: info.schema,
@@ -343,8 +404,8 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       // costs the bundle's size, not the user's row count, whatever the statistics.
       upsertSql:
         `INSERT INTO ${rel} AS t (${writable.map((c) => q(c.name)).join(', ')}, ${scope})${overriding} ` +
-        `SELECT ${writable.map((c) => `(x.r).${q(c.name)}`).join(', ')}, $2 FROM (` +
-        `SELECT jsonb_populate_record(coalesce(pre.e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r ` +
+        `SELECT ${writable.map((c) => upsertValueExpr(c)).join(', ')}, $2 FROM (` +
+        `SELECT jsonb_populate_record(coalesce(pre.e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r, p.payload AS pl ` +
         `FROM sync.push_session_rows p LEFT JOIN LATERAL (SELECT e FROM ${rel} e WHERE e.${scope} = $2 ` +
         `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} OFFSET 0) pre ON true ` +
         `WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
@@ -354,27 +415,26 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       deleteSql:
         `DELETE FROM ${rel} t WHERE t.${scope} = $2 AND t.${key} = ANY (ARRAY(SELECT ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
         `FROM sync.push_session_rows p WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code = 3))`,
-      // Rows as text: the key's JSON and the payload's JSON, concatenated (sync.snapshot_create
-      // wraps them in the row envelope with the row version; adoption parses the payload).
-      snapshotSql:
-        `SELECT ${tableId}::smallint AS table_id, ${orders.get(info) ?? tableId} AS apply_order, ` +
-        `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${kind === 'uuid' ? `'"' || t.${key}::text || '"'` : `to_json(t.${key})::text`} AS key_json, ` +
-        `${payloadTextExpr('t', visible)} AS payload_text FROM ${rel} t WHERE t.${scope} = $1`,
+      snapshotSql: snapshotSql(2),
+      snapshotV1Sql: jsonColumns.length ? snapshotSql(1) : null,
+      jsonColumns: jsonColumns.length ? jsonColumns : null,
       lookupSql:
         `SELECT ${payloadExpr('t', visible)} FROM ${rel} t WHERE t.${scope} = $1 AND t.${key} = ${keyFromBytesExpr(kind, '$2')}`,
       hashRowsSql: (() => {
-        const { head, tail } = canonicalCommittedRowParts(info, keyColumn, kind, visible, {
-          keyBytes: 'b.key_bytes', opCode: 'b.op_code', payload: 'b.payload', version: 'b.bundle_seq',
-        });
-        return `SELECT b.row_ordinal AS o, ${head} || b.row_ordinal || ${tail} AS t FROM sync.bundle_rows b ` +
+        const alias = { keyBytes: 'b.key_bytes', opCode: 'b.op_code', payload: 'b.payload', version: 'b.bundle_seq' };
+        const v1 = canonicalCommittedRowParts(info, keyColumn, kind, visible, alias, 1);
+        const v2 = canonicalCommittedRowParts(info, keyColumn, kind, visible, alias, 2);
+        return `SELECT b.row_ordinal AS o, ${v1.head} || b.row_ordinal || ${v1.tail} AS t, ` +
+          `${jsonColumns.length ? `${v2.head} || b.row_ordinal || ${v2.tail}` : 'NULL::text'} AS t2 FROM sync.bundle_rows b ` +
           `WHERE b.user_pk = $1 AND b.bundle_seq = $2 AND b.table_id = ${tableId}`;
       })(),
       // Pushed row: {base_row_version, key, op, payload, schema, table}. Payloads come from the
-      // client, so every value is inspected.
+      // client, so every value is inspected; json values in the form the session's client sent
+      // (the request hash is defined on it), read once per statement from the session.
       requestRowsSql:
         `SELECT r.row_ordinal AS o, '{"base_row_version":' || r.base_row_version || ` +
         `${quoteLiteral(`,"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, 'r.key_bytes')})::text || '},"op":"' || ` +
-        `${OP_NAME('r.op_code')} || '","payload":' || ${canonicalPayloadExpr('r.payload', visible, false)} || ` +
+        `${OP_NAME('r.op_code')} || '","payload":' || ${canonicalPayloadExpr('r.payload', visible, false, SESSION_FORM)} || ` +
         `${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)} AS t ` +
         `FROM sync.push_session_rows r WHERE r.push_id = $1 AND r.table_id = ${tableId}`,
       rowJsonPrefix: `{"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)},"key":{${JSON.stringify(keyColumn)}:`,

@@ -104,3 +104,33 @@ CREATE OR REPLACE FUNCTION sync.wire_array_in(p_value jsonb, p_kind text) RETURN
     ELSE p_value END
 $fn$
 `);
+
+/**
+ * A json column's stored value (protocol 2: a JSON string of the value's text) as protocol 1 had
+ * it: the JSON value itself. A json text jsonb cannot hold (a `\u0000` or lone-surrogate escape,
+ * which the json type keeps as written) stays the string: a protocol-1 client gets its text
+ * instead of a failed read. Anything but a string (SQL NULL's null) is already the same in both.
+ */
+export const jsonV1Sql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.json_v1(p_value jsonb) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
+  SELECT CASE WHEN jsonb_typeof(p_value) = 'string' AND pg_input_is_valid(p_value #>> '{}', 'jsonb') THEN (p_value #>> '{}')::jsonb
+              ELSE p_value END
+$fn$
+`);
+
+/**
+ * A payload with its json columns (`p_columns`) in protocol `p_form`'s form (docs/protocol.md
+ * §4.2): 1 turns protocol 2's strings into the values they hold (sync.json_v1), 2 turns protocol
+ * 1's values into strings of their text. Null stays null in both (protocol 1 cannot tell JSON null
+ * from SQL NULL; a protocol-1 null is read as SQL NULL). Columns the payload leaves out stay out.
+ */
+export const jsonPayloadFormSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.json_payload_form(p_payload jsonb, p_columns text[], p_form smallint) RETURNS jsonb
+LANGUAGE sql STABLE AS $fn$
+  SELECT CASE WHEN p_columns IS NULL OR jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN p_payload
+    ELSE p_payload || coalesce((
+      SELECT jsonb_object_agg(c, CASE WHEN p_form = 1 THEN sync.json_v1(p_payload -> c) ELSE to_jsonb((p_payload -> c)::text) END)
+        FROM unnest(p_columns) c
+       WHERE CASE WHEN p_form = 1 THEN jsonb_typeof(p_payload -> c) = 'string' ELSE jsonb_typeof(p_payload -> c) <> 'null' END), '{}'::jsonb) END
+$fn$
+`);

@@ -2,7 +2,8 @@
 import { sql, raw as sqlRaw, type Queryable } from '../../db/index.js';
 import { limitsToWire, type Limits } from '../../limits.js';
 import { COUNTERS, LEDGER_COUNTERS, type PendingCounters } from './counters.js';
-import { PROTOCOL_VERSION, type CapabilitiesResponse } from '../../protocol/index.js';
+import { MIN_PROTOCOL_VERSION, type CapabilitiesResponse } from '../../protocol/index.js';
+import { servedProtocol } from '../wire-form.js';
 import { evaluateLayout, readLayoutState, type Catalog, type LayoutState } from '../catalog/catalog.js';
 import { type LayoutUnavailableReason } from '../../layout/version.js';
 
@@ -25,7 +26,9 @@ export const FEATURES = Object.freeze({
 
 export function capabilities(catalog: Catalog, limits: Limits, appName: string): CapabilitiesResponse {
   return {
-    protocol_version: PROTOCOL_VERSION,
+    // Protocol 2 needs layout 16's functions: a database bootstrap has not upgraded yet serves 1.
+    protocol_version: servedProtocol(catalog.layoutVersion),
+    min_protocol_version: MIN_PROTOCOL_VERSION,
     schema_version: catalog.schemaVersion,
     app_name: appName,
     registered_tables: catalog.tables.map((t) => `${t.schema}.${t.table}`),

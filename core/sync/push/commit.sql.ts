@@ -5,10 +5,16 @@
  */
 import { managedFunction } from '../../layout/managed-sql.js';
 
+/**
+ * A committed bundle's summary. `bundle_hash` is over its rows in protocol 1's form;
+ * `bundle_hash_v2`, present when a json value makes protocol 2's rows differ, over those. The
+ * edge answers each client the one of its protocol (core/sync/wire-form.ts).
+ */
 export const bundleAnswerSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.bundle_answer(p_user_pk bigint, p_seq bigint) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
   SELECT jsonb_build_object('bundle_seq', b.bundle_seq, 'source_id', b.source_id,
     'source_bundle_id', b.source_bundle_id, 'row_count', b.row_count, 'bundle_hash', b.bundle_hash)
+    || CASE WHEN b.bundle_hash_v2 IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('bundle_hash_v2', b.bundle_hash_v2) END
   FROM sync.bundle_log b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq
 $fn$
 `);
@@ -20,7 +26,9 @@ $fn$
  * Lambda counts it, sync.wire_bytes), so reads concatenate and budget without rendering; a row
  * larger than p_max_row_bytes could never be served, so the whole statement fails with SQLSTATE
  * LS413 and the row's schema, table and key as JSON in DETAIL (the callers answer 413
- * payload_too_large naming the row; nothing is committed).
+ * payload_too_large naming the row; nothing is committed). Rows are stored in protocol 2's form
+ * (json_form 2); the bundle is hashed in both forms, protocol 2's kept only when it differs (a
+ * json value in the bundle).
  */
 export const finalizeBundleSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.finalize_bundle(p_user_pk bigint, p_seq bigint, p_source text, p_source_bundle_id bigint,
@@ -33,8 +41,11 @@ DECLARE
   v_wire bigint;
   v_max_row bigint;
   v_hash text;
+  v_hash_v2 text;
   v_union text;
   v_text text;
+  v_text_v2 text;
+  v_differs boolean;
   v_big record;
 BEGIN
   WITH ins AS (
@@ -89,16 +100,20 @@ BEGIN
     FROM sync.table_catalog c
    WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_pk = p_user_pk AND bundle_seq = p_seq);
   IF v_union IS NOT NULL THEN
-    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)) FROM (' || v_union || ') x'
-      INTO v_text, v_bytes USING p_user_pk, p_seq;
+    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)), string_agg(coalesce(t2, t), '','' ORDER BY o), '
+      || 'coalesce(bool_or(t2 <> t), false) FROM (' || v_union || ') x'
+      INTO v_text, v_bytes, v_text_v2, v_differs USING p_user_pk, p_seq;
   END IF;
   v_hash := encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
+  IF v_differs THEN
+    v_hash_v2 := encode(sha256(convert_to('[' || v_text_v2 || ']', 'UTF8')), 'hex');
+  END IF;
   -- The canonical text is a close estimate of each row's JSON size on the wire.
   v_bytes := coalesce(v_bytes, 0) + 64 * v_count;
 
   INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
-    request_hash, committed_at, wire_bytes)
-  VALUES (p_user_pk, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now(), v_wire);
+    request_hash, committed_at, wire_bytes, json_form, bundle_hash_v2)
+  VALUES (p_user_pk, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now(), v_wire, 2, v_hash_v2);
   UPDATE sync.user_state SET latest_bundle_seq = p_seq,
     retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_pk = p_user_pk;
   UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
@@ -108,7 +123,8 @@ BEGIN
   -- The sequence is what builds before layout 7 read in /syncx/status.
   PERFORM sync.count('bundles_committed', 1), nextval('sync.counter_bundles_committed');
   RETURN jsonb_build_object('bundle_seq', p_seq, 'source_id', p_source, 'source_bundle_id', p_source_bundle_id,
-    'row_count', v_count, 'bundle_hash', v_hash);
+    'row_count', v_count, 'bundle_hash', v_hash)
+    || CASE WHEN v_hash_v2 IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('bundle_hash_v2', v_hash_v2) END;
 END
 $fn$
 `);
@@ -212,7 +228,7 @@ BEGIN
   IF v_conflict_count > 0 THEN
     FOR v_row IN
       SELECT p.row_ordinal, p.key_bytes, p.op_code, p.base_row_version, rs.row_version AS server_version,
-             rs.deleted AS server_deleted, c.schema_name, c.table_name, c.key_column, c.key_kind, c.lookup_sql
+             rs.deleted AS server_deleted, c.schema_name, c.table_name, c.key_column, c.key_kind, c.lookup_sql, c.json_columns
         FROM sync.push_session_rows p
         JOIN sync.table_catalog c ON c.table_id = p.table_id
         LEFT JOIN LATERAL (
@@ -225,6 +241,10 @@ BEGIN
       v_server_row := NULL;
       IF v_row.server_deleted IS FALSE THEN
         EXECUTE v_row.lookup_sql INTO v_server_row USING p_user, v_row.key_bytes;
+        -- lookup_sql renders protocol 2's form; a protocol 1 session's client gets the values.
+        IF v_ps.json_form = 1 THEN
+          v_server_row := sync.json_payload_form(v_server_row, v_row.json_columns, 1::smallint);
+        END IF;
       END IF;
       v_conflicts := v_conflicts || jsonb_build_array(jsonb_build_object(
         'schema', v_row.schema_name, 'table', v_row.table_name,

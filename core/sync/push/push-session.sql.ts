@@ -4,9 +4,14 @@
  */
 import { managedFunction } from '../../layout/managed-sql.js';
 
+/**
+ * Opens a staging session. `p_form` is the protocol whose json form the client sends (1 or 2,
+ * docs/protocol.md §4.2): its chunks must use the same, and the request hash is computed on it.
+ */
 export const pushCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_create(p_user text, p_source text, p_source_bundle_id bigint, p_planned integer,
-  p_init uuid, p_request_hash text, p_ttl_seconds integer, p_max_open integer DEFAULT 64, p_reap_seconds integer DEFAULT 300) RETURNS jsonb
+  p_init uuid, p_request_hash text, p_ttl_seconds integer, p_max_open integer DEFAULT 64, p_reap_seconds integer DEFAULT 300,
+  p_form smallint DEFAULT 1) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_pk bigint := sync.ensure_user(p_user);
@@ -58,8 +63,8 @@ BEGIN
     RETURN sync.rate_limited(v_pk, 'push', 'max_open_push_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
   INSERT INTO sync.push_sessions (push_id, user_pk, source_id, source_bundle_id, planned_row_count, next_row_ordinal,
-    status, request_hash, initialization_id, byte_count, created_at, expires_at)
-  VALUES (v_id, v_pk, p_source, p_source_bundle_id, p_planned, 0, 'staging', p_request_hash, p_init, 0, now(), v_expires);
+    status, request_hash, initialization_id, byte_count, created_at, expires_at, json_form)
+  VALUES (v_id, v_pk, p_source, p_source_bundle_id, p_planned, 0, 'staging', p_request_hash, p_init, 0, now(), v_expires, p_form);
   RETURN jsonb_build_object('push_id', v_id, 'status', 'staging', 'planned_row_count', p_planned,
     'next_expected_row_ordinal', 0, 'expires_at', sync.rfc3339(v_expires));
 END
@@ -68,11 +73,14 @@ $fn$
 
 /**
  * p_rows: [{t: table_id, k: key text, o: op_code, b: base_row_version, p: payload}], validated
- * by the edge against the catalog before it gets here.
+ * by the edge against the catalog before it gets here, in the json form of protocol `p_form`
+ * (the session's). Rows are staged in one form whatever the client sent: json values as protocol
+ * 2's strings, so the upsert reads one form; the request hash is computed on the session's form.
  */
 export const pushChunkSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_chunk(p_user text, p_source text, p_push uuid, p_start integer, p_rows jsonb,
-  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint, p_max_staged bigint DEFAULT 268435456, p_reap_seconds integer DEFAULT 300)
+  p_bytes bigint, p_digest text, p_max_bundle_bytes bigint, p_max_staged bigint DEFAULT 268435456, p_reap_seconds integer DEFAULT 300,
+  p_form smallint DEFAULT 1)
 RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -87,6 +95,10 @@ BEGIN
   -- Re-sending the chunk that was accepted last is idempotent.
   IF v_ps.last_chunk_start = p_start AND v_ps.last_chunk_digest = p_digest AND v_ps.next_row_ordinal = p_start + v_n THEN
     RETURN jsonb_build_object('push_id', p_push, 'next_expected_row_ordinal', v_ps.next_row_ordinal);
+  END IF;
+  IF v_ps.json_form <> p_form THEN
+    RETURN sync.err('invalid_request', format('push session %s was opened with Sync-Protocol-Version %s; send its chunks with the same',
+      p_push, v_ps.json_form));
   END IF;
   IF v_ps.status <> 'staging' THEN
     RETURN sync.err('push_chunk_out_of_order', 'the push session is already committed',
@@ -115,7 +127,9 @@ BEGIN
     END IF;
     INSERT INTO sync.push_session_rows (push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
     SELECT p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
-           (e.r->>'o')::smallint, (e.r->>'b')::bigint, nullif(e.r->'p', 'null'::jsonb)
+           (e.r->>'o')::smallint, (e.r->>'b')::bigint,
+           CASE WHEN p_form = 1 THEN sync.json_payload_form(nullif(e.r->'p', 'null'::jsonb), c.json_columns, 2::smallint)
+                ELSE nullif(e.r->'p', 'null'::jsonb) END
       FROM jsonb_array_elements(p_rows) WITH ORDINALITY e(r, ord)
       JOIN sync.table_catalog c ON c.table_id = (e.r->>'t')::smallint;
   EXCEPTION WHEN unique_violation THEN

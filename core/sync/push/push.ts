@@ -9,6 +9,7 @@ import { SyncError } from '../../errors.js';
 import { type ChunkRequest, type ChunkResponse, type PushSessionCreateRequest, type PushSessionCreateResponse } from '../../protocol/index.js';
 import { validateRows } from './rows.js';
 import { unwrap, type Actor, type SyncContext } from '../context.js';
+import { formArgument, protocolOf, summaryInProtocol } from '../wire-form.js';
 
 export async function createPushSession(ctx: SyncContext, actor: Actor, request: PushSessionCreateRequest): Promise<PushSessionCreateResponse> {
   if (request.planned_row_count > ctx.limits.maxRowsPerBundle) {
@@ -17,8 +18,8 @@ export async function createPushSession(ctx: SyncContext, actor: Actor, request:
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.push_create(${actor.userId}, ${actor.sourceId}, ${request.source_bundle_id}, ${request.planned_row_count},
       ${request.initialization_id ?? null}::uuid, ${request.request_hash ?? null}, ${ctx.limits.pushSessionTtlSeconds},
-      ${ctx.limits.maxOpenPushSessionsPerUser}, ${ctx.limits.maintenanceIntervalSeconds}) AS answer`);
-  return unwrap<PushSessionCreateResponse>(row?.answer);
+      ${ctx.limits.maxOpenPushSessionsPerUser}, ${ctx.limits.maintenanceIntervalSeconds}${formArgument(ctx, actor)}) AS answer`);
+  return summaryInProtocol(unwrap<PushSessionCreateResponse>(row?.answer), protocolOf(actor));
 }
 
 /** `bodyBytes` is the request body size; it counts against max_bytes_per_bundle. */
@@ -32,13 +33,13 @@ export async function uploadChunk(ctx: SyncContext, actor: Actor, pushId: string
   if (request.start_row_ordinal + request.rows.length > ctx.limits.maxRowsPerBundle) {
     throw new SyncError('invalid_request', `start_row_ordinal ${request.start_row_ordinal} puts the chunk beyond max_rows_per_bundle ${ctx.limits.maxRowsPerBundle}`);
   }
-  const staged = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal);
+  const { rows: staged, growthBytes } = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal, protocolOf(actor));
   const rowsJson = JSON.stringify(staged);
   const digest = createHash('sha256').update(rowsJson).digest('hex');
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.push_chunk(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${request.start_row_ordinal},
-      ${rowsJson}::jsonb, ${bodyBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}, ${ctx.limits.maxStagedBytesPerUser},
-      ${ctx.limits.maintenanceIntervalSeconds}) AS answer`);
+      ${rowsJson}::jsonb, ${bodyBytes + growthBytes}, ${digest}, ${ctx.limits.maxBytesPerBundle}, ${ctx.limits.maxStagedBytesPerUser},
+      ${ctx.limits.maintenanceIntervalSeconds}${formArgument(ctx, actor)}) AS answer`);
   return unwrap<ChunkResponse>(row?.answer);
 }
 

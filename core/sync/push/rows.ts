@@ -1,14 +1,17 @@
 /**
  * Validation of pushed rows against the catalog, before anything is staged. Structural errors a
  * client can fix (unknown table or column, bad key, hidden scope column, DELETE with payload, bad
- * base64, a lossy bigint) are `invalid_request` with details; values PostgreSQL rejects on apply
- * (types, NOT NULL, constraints) come back from commit as `push_rejected`.
+ * base64, a lossy bigint, a json value that is not JSON text in protocol 2) are `invalid_request`
+ * with details; values PostgreSQL rejects on apply (types, NOT NULL, constraints) come back from
+ * commit as `push_rejected`.
  */
 import { SyncError } from '../../errors.js';
-import { type PushedRow } from '../../protocol/index.js';
+import { type ProtocolVersion, type PushedRow } from '../../protocol/index.js';
 import { type Catalog } from '../catalog/catalog.js';
 import { SCOPE_COLUMN } from '../catalog/names.js';
 import { type Limits } from '../../limits.js';
+import { rowWireBytesMax } from '../context.js';
+import { jsonRenderingGrowth } from './json-size.js';
 
 /** How `push_session_rows.op_code` and `bundle_rows.op_code` store an op. */
 export const OP_CODES = { INSERT: 1, UPDATE: 2, DELETE: 3 } as const;
@@ -32,7 +35,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /** Why a JSON value cannot be staged as it is. */
-type ValueProblem = 'too_deep' | 'nul' | 'lone_surrogate' | 'non_finite';
+type ValueProblem = 'too_deep' | 'nul' | 'lone_surrogate' | 'non_finite' | 'json_text';
 
 const LONE_SURROGATE = /\p{Surrogate}/u;
 
@@ -51,14 +54,15 @@ function stringProblem(text: string): ValueProblem | null {
  * a NUL or a lone surrogate in any string or object key, or a number beyond the double range
  * (JSON.parse reads `1e400` as ±Infinity, which would reach PostgreSQL as null: a silent loss).
  * Iterative and bounded by the depth limit, so a 10,000-level value costs no stack (the
- * recursive checks it replaces overflowed).
+ * recursive checks it replaces overflowed). `numbers: false` skips the double range: the value
+ * was parsed from protocol 2's json text, which PostgreSQL reads itself (jsonb keeps 1e400).
  */
-function unstorable(value: unknown, maxDepth: number): ValueProblem | null {
+function unstorable(value: unknown, maxDepth: number, numbers = true): ValueProblem | null {
   const pending: Array<readonly [unknown, number]> = [[value, 0]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [v, depth] = next;
     if (typeof v === 'number') {
-      if (!Number.isFinite(v)) return 'non_finite';
+      if (numbers && !Number.isFinite(v)) return 'non_finite';
       continue;
     }
     if (typeof v === 'string') {
@@ -86,6 +90,7 @@ const VALUE_MESSAGES: Record<ValueProblem, (limits: Limits) => string> = {
   nul: () => 'values cannot contain U+0000 (PostgreSQL text and jsonb cannot store it)',
   lone_surrogate: () => 'values cannot contain a lone UTF-16 surrogate (\\ud800-\\udfff without its pair): it is not Unicode text',
   non_finite: () => 'a JSON number beyond the double range (such as 1e400) cannot be stored; send NaN and infinities as the strings "NaN", "Infinity", "-Infinity"',
+  json_text: () => 'with Sync-Protocol-Version 2 a json or jsonb value is a JSON string holding valid JSON text (null for SQL NULL)',
 };
 
 const NOT_REGISTERED = 'is not a registered table';
@@ -101,7 +106,30 @@ export function namesUnknownSchema(error: unknown): boolean {
   return Array.isArray(details) && details.some((p: RowProblem) => p.message.includes(NOT_REGISTERED) || p.message.includes(` ${NO_COLUMN} `));
 }
 
-function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: number, problems: RowProblem[]): StagedRow | null {
+/**
+ * The problem of a json value sent in protocol 2's form: a string of valid JSON text whose
+ * strings and keys PostgreSQL can hold, nested at most `maxDepth` levels. The text is parsed only
+ * to check it; what is staged is the text itself, every digit kept.
+ */
+function jsonTextProblem(value: unknown, maxDepth: number): ValueProblem | null {
+  if (typeof value !== 'string') return 'json_text';
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return 'json_text';
+  }
+  return unstorable(parsed, maxDepth, false);
+}
+
+/** What a chunk's json texts grow by once rendered, counted with its bytes (json-size.ts). */
+interface Growth {
+  bytes: number;
+  /** The first row whose rendering no answer could carry, with its column. */
+  tooLarge: { readonly row_ordinal: number; readonly path: string; readonly bytes: number } | null;
+}
+
+function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, row: PushedRow, ordinal: number, problems: RowProblem[], growth: Growth): StagedRow | null {
   const before = problems.length;
   const add = (path: string, message: string): void => {
     problems.push({ row_ordinal: ordinal, path, message });
@@ -141,10 +169,15 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
       }
       if (value === null) continue;
       // First, before any other look into the value: nothing below may recurse into it unbounded.
-      const problem = unstorable(value, limits.maxJsonDepth);
+      const problem = unstorable(value, limits.maxJsonDepth) ?? (protocol === 2 && column.category === 'json' ? jsonTextProblem(value, limits.maxJsonDepth) : null);
       if (problem) {
         add(`payload.${name}`, VALUE_MESSAGES[problem](limits));
         continue;
+      }
+      if (protocol === 2 && column.category === 'json' && typeof value === 'string') {
+        const grows = jsonRenderingGrowth(value);
+        growth.bytes += grows;
+        if (!growth.tooLarge && value.length + grows > rowWireBytesMax(limits)) growth.tooLarge = { row_ordinal: ordinal, path: `payload.${name}`, bytes: value.length + grows };
       }
       if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
       else if (column.category === 'bytea' && (typeof value !== 'string' || !BASE64.test(value))) {
@@ -160,17 +193,26 @@ function checkRow(catalog: Catalog, limits: Limits, row: PushedRow, ordinal: num
   return { t: table.tableId, k: keyValue, o: OP_CODES[row.op], b: row.base_row_version, p: payload };
 }
 
+/** A validated chunk: the rows to stage, and what its json texts grow by once rendered. */
+export interface ValidatedChunk {
+  readonly rows: StagedRow[];
+  /** Counted with the chunk's request bytes against the bundle's and the user's byte limits. */
+  readonly growthBytes: number;
+}
+
 /**
- * Validates a chunk; throws `invalid_request` with up to `limits.maxProblemsPerAnswer` problems,
- * or returns staged rows.
+ * Validates a chunk sent in `protocol`'s form; throws `invalid_request` with up to
+ * `limits.maxProblemsPerAnswer` problems, or `payload_too_large` for a json value whose rendering
+ * no answer could carry; otherwise answers the rows to stage.
  */
-export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number): StagedRow[] {
+export function validateRows(catalog: Catalog, limits: Limits, rows: readonly PushedRow[], startOrdinal: number, protocol: ProtocolVersion = 1): ValidatedChunk {
   const problems: RowProblem[] = [];
   const staged: StagedRow[] = [];
   const seen = new Set<string>();
+  const growth: Growth = { bytes: 0, tooLarge: null };
   rows.forEach((row, i) => {
     if (problems.length >= limits.maxProblemsPerAnswer) return;
-    const s = checkRow(catalog, limits, row, startOrdinal + i, problems);
+    const s = checkRow(catalog, limits, protocol, row, startOrdinal + i, problems, growth);
     if (!s) return;
     const id = `${s.t}:${s.k}`;
     if (seen.has(id)) problems.push({ row_ordinal: startOrdinal + i, path: 'key', message: 'the key appears twice in this chunk' });
@@ -181,5 +223,11 @@ export function validateRows(catalog: Catalog, limits: Limits, rows: readonly Pu
     const first = problems[0] as RowProblem;
     throw new SyncError('invalid_request', `row ${first.row_ordinal}: ${first.path}: ${first.message}`, { details: problems });
   }
-  return staged;
+  if (growth.tooLarge) {
+    const { row_ordinal, path, bytes } = growth.tooLarge;
+    throw new SyncError('payload_too_large', `row ${row_ordinal}: ${path}: PostgreSQL renders this json text in about ${bytes} bytes (its numbers in full digits), more than an answer can carry`, {
+      details: [{ row_ordinal, path, message: 'the rendered json value would be larger than max_response_bytes allows' }],
+    });
+  }
+  return { rows: staged, growthBytes: growth.bytes };
 }

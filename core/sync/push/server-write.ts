@@ -10,6 +10,7 @@ import { type CommitNotifier } from '../notify/connections.js';
 import { KeyChangeRefusedError, SyncError } from '../../errors.js';
 import { defaultLimits } from '../../limits.js';
 import { rowWireBytesMax, KEY_CHANGE_SQLSTATE, ROW_TOO_LARGE_SQLSTATE } from '../context.js';
+import { summaryInProtocol } from '../wire-form.js';
 
 export interface ServerWriteOptions {
   readonly userId: string;
@@ -43,7 +44,8 @@ export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (t
     try {
       const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`
         SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}, ${options.rowWireBytesMax ?? rowWireBytesMax(defaultLimits)}) AS answer`);
-      return { result, bundle: row?.answer ?? null };
+      // The application's backend sees the summary protocol 1 clients see (bundle_hash over that form).
+      return { result, bundle: row?.answer ? summaryInProtocol(row.answer, 1) : null };
     } catch (error) {
       // A row no response could carry would leave every device of the user unable to pull past it.
       if ((error as { code?: unknown }).code === ROW_TOO_LARGE_SQLSTATE) throw new SyncError('payload_too_large', (error as Error).message);

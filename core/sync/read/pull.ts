@@ -3,6 +3,7 @@ import { sql } from '../../db/index.js';
 import { type WatchResponse } from '../../protocol/index.js';
 import { type CommitFeed } from '../notify/commit-feed.js';
 import { unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
+import { formArgument } from '../wire-form.js';
 
 export interface PullParams {
   readonly afterBundleSeq: number;
@@ -15,7 +16,7 @@ export async function pull(ctx: SyncContext, actor: Actor, params: PullParams): 
   const limit = pageSize(params.maxBundles, ctx.limits.defaultBundlesPerPull, ctx.limits.maxBundlesPerPull);
   const [row] = await ctx.db.query<{ error: unknown; body: string | null }>(sql`
     SELECT error, body FROM sync.pull(${actor.userId}, ${actor.sourceId}, ${params.afterBundleSeq}, ${limit},
-      ${params.targetBundleSeq ?? null}::bigint, ${pageBudgetBytes(ctx.limits)})`);
+      ${params.targetBundleSeq ?? null}::bigint, ${pageBudgetBytes(ctx.limits)}${formArgument(ctx, actor)})`);
   return unwrapPage(row);
 }
 

@@ -15,6 +15,25 @@ RETURNS text LANGUAGE sql STABLE AS $fn$
 $fn$
 `);
 
+/**
+ * A committed row's text in protocol `p_form`'s json form (docs/protocol.md §4.2): the stored text
+ * when the bundle was stored in that form (`p_stored`: bundle_log.json_form) or the table has no
+ * json column; otherwise rendered from the payload with its json values converted. Protocol 1's
+ * text of a jsonb value is never longer than protocol 2's (the same rendering inline instead of in
+ * a JSON string), so pages of tables without a plain json column are budgeted by the stored size;
+ * a json column's text may grow when rendered as a value (numbers lose their exponent), so rows of
+ * such tables are measured in protocol 1's form (sync.pull, sync.committed_rows).
+ */
+export const committedRowInFormSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.committed_row_in_form(p_prefix text, p_kind text, p_json text[], p_key_bytes bytea, p_op smallint,
+  p_version bigint, p_payload jsonb, p_text text, p_stored smallint, p_form smallint)
+RETURNS text LANGUAGE sql STABLE AS $fn$
+  SELECT CASE WHEN p_stored = p_form OR p_json IS NULL
+              THEN coalesce(p_text, sync.committed_row_text(p_prefix, p_kind, p_key_bytes, p_op, p_version, p_payload))
+              ELSE sync.committed_row_text(p_prefix, p_kind, p_key_bytes, p_op, p_version, sync.json_payload_form(p_payload, p_json, p_form)) END
+$fn$
+`);
+
 /** '{"bundle_seq":…,"source_id":…,"source_bundle_id":…,"row_count":…,"bundle_hash":"…"' (object left open). */
 export const bundleHeadTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.bundle_head_text(p_seq bigint, p_source text, p_source_bundle_id bigint, p_rows integer, p_hash text)
@@ -24,13 +43,20 @@ RETURNS text LANGUAGE sql STABLE AS $fn$
 $fn$
 `);
 
+/**
+ * A page of complete bundles after `p_after`, rows and hashes in protocol `p_form`'s json form
+ * (sync.committed_row_in_form; `bundle_hash_v2` for protocol 2 where the forms differ).
+ */
 export const pullSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.pull(p_user text, p_source text, p_after bigint, p_max integer, p_target bigint, p_budget bigint)
+CREATE OR REPLACE FUNCTION sync.pull(p_user text, p_source text, p_after bigint, p_max integer, p_target bigint, p_budget bigint,
+  p_form smallint DEFAULT 1)
 RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_us sync.user_state;
   v_err jsonb;
   v_stable bigint;
+  -- Protocol 1's rows of a table with a plain json column can be longer than the stored ones.
+  v_measure boolean := p_form = 1 AND EXISTS (SELECT 1 FROM sync.table_catalog WHERE columns @> '[{"type": "json"}]');
 BEGIN
   SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
   IF NOT FOUND THEN
@@ -63,14 +89,18 @@ BEGIN
   END IF;
   -- Budgets are in escaped bytes (sync.wire_bytes), what the response costs inside a Lambda
   -- function result. Each bundle costs its head plus its stored rows' sizes (rows committed before
-  -- layout 5 are measured here); 96 bytes cover the page's own envelope.
+  -- layout 5, and rows asked for in a longer form than stored, are measured here); 96 bytes cover
+  -- the page's own envelope.
   RETURN QUERY
   WITH page AS (
     SELECT b.*, sum(b.cost) OVER (ORDER BY b.bundle_seq) + 96 AS cumulative
-    FROM (SELECT l.*, sync.wire_bytes(sync.bundle_head_text(l.bundle_seq, l.source_id, l.source_bundle_id, l.row_count, l.bundle_hash)
-                   || ',"rows_omitted":false,"rows":[]},') + coalesce(l.wire_bytes, (
-                   SELECT sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes,
-                            r.op_code, r.bundle_seq, r.payload))) + 1)
+    FROM (SELECT l.*, CASE WHEN p_form = 2 THEN coalesce(l.bundle_hash_v2, l.bundle_hash) ELSE l.bundle_hash END AS hash,
+                 sync.wire_bytes(sync.bundle_head_text(l.bundle_seq, l.source_id, l.source_bundle_id, l.row_count, l.bundle_hash)
+                   || ',"rows_omitted":false,"rows":[]},') + coalesce(CASE WHEN l.json_form = p_form OR (l.json_form > p_form AND NOT v_measure) THEN l.wire_bytes END, (
+                   SELECT sum(coalesce(CASE WHEN tc.json_columns IS NULL OR l.json_form = p_form
+                                              OR (l.json_form > p_form AND NOT tc.columns @> '[{"type": "json"}]') THEN r.wire_bytes END,
+                            sync.wire_bytes(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes, r.op_code,
+                              r.bundle_seq, r.payload, NULL, l.json_form, p_form))) + 1)
                      FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
                     WHERE r.user_pk = l.user_pk AND r.bundle_seq = l.bundle_seq), 0) AS cost
           FROM sync.bundle_log l WHERE l.user_pk = v_us.user_pk AND l.bundle_seq > p_after AND l.bundle_seq <= v_stable
@@ -83,12 +113,11 @@ BEGIN
   -- The body is JSON text built by concatenation end to end: stored row texts (rendered once at
   -- commit) are joined, nothing is parsed back into json, and the edge sends it as is.
   SELECT NULL::jsonb, '{"stable_bundle_seq":' || v_stable || ',"bundles":[' || coalesce(string_agg(
-      sync.bundle_head_text(c.bundle_seq, c.source_id, c.source_bundle_id, c.row_count, c.bundle_hash)
+      sync.bundle_head_text(c.bundle_seq, c.source_id, c.source_bundle_id, c.row_count, c.hash)
       || ',"rows_omitted":' || c.omitted::text || ',"rows":[' || CASE WHEN c.omitted THEN '' ELSE (
-          SELECT coalesce(string_agg(coalesce(r.row_text, (SELECT sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes,
-                   r.op_code, r.bundle_seq, r.payload) FROM sync.table_catalog tc WHERE tc.table_id = r.table_id)),
-                 ',' ORDER BY r.row_ordinal), '')
-            FROM sync.bundle_rows r
+          SELECT coalesce(string_agg(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes,
+                   r.op_code, r.bundle_seq, r.payload, r.row_text, c.json_form, p_form), ',' ORDER BY r.row_ordinal), '')
+            FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
            WHERE r.user_pk = v_us.user_pk AND r.bundle_seq = c.bundle_seq) END || ']}',
       ',' ORDER BY c.bundle_seq), '')
     || '],"has_more":' || (coalesce(max(c.bundle_seq), p_after) < v_stable)::text || '}'
@@ -97,8 +126,10 @@ END
 $fn$
 `);
 
+/** A page of one committed bundle's rows, in protocol `p_form`'s json form (see sync.pull). */
 export const committedRowsSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.committed_rows(p_user text, p_seq bigint, p_after bigint, p_max integer, p_budget bigint)
+CREATE OR REPLACE FUNCTION sync.committed_rows(p_user text, p_seq bigint, p_after bigint, p_max integer, p_budget bigint,
+  p_form smallint DEFAULT 1)
 RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_us sync.user_state;
@@ -128,13 +159,17 @@ BEGIN
   END IF;
   -- Budgets are in escaped bytes (sync.wire_bytes): each row its stored size plus a comma (rows
   -- committed before layout 5 are measured here), plus the page's own envelope.
-  v_head := sync.bundle_head_text(v_b.bundle_seq, v_b.source_id, v_b.source_bundle_id, v_b.row_count, v_b.bundle_hash);
+  v_head := sync.bundle_head_text(v_b.bundle_seq, v_b.source_id, v_b.source_bundle_id, v_b.row_count,
+    CASE WHEN p_form = 2 THEN coalesce(v_b.bundle_hash_v2, v_b.bundle_hash) ELSE v_b.bundle_hash END);
   v_envelope := sync.wire_bytes(v_head || ',"rows":[],"next_row_ordinal":' || (p_after + p_max) || ',"has_more":false}');
   RETURN QUERY
   WITH page AS (
     SELECT r.row_ordinal, r.row_text, r.table_id, r.key_bytes, r.op_code, r.payload,
-           sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.committed_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.op_code,
-             r.bundle_seq, r.payload))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
+           tc.row_json_prefix, tc.key_kind, tc.json_columns,
+           sum(coalesce(CASE WHEN tc.json_columns IS NULL OR v_b.json_form = p_form
+                               OR (v_b.json_form > p_form AND NOT tc.columns @> '[{"type": "json"}]') THEN r.wire_bytes END,
+             sync.wire_bytes(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes, r.op_code,
+               r.bundle_seq, r.payload, NULL, v_b.json_form, p_form))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
     -- Ordinals are dense (0 … row_count - 1), so the page is the closed range [p_after, p_after + p_max):
     -- a range scan of the primary key (user_pk, bundle_seq, row_ordinal). Without the upper bound
     -- a bundle's whole remainder was read and sorted for every page.
@@ -147,8 +182,8 @@ BEGIN
   )
   -- JSON text by concatenation of the rows rendered at commit, never cast to json (see sync.pull).
   SELECT NULL::jsonb, v_head
-    || ',"rows":[' || coalesce(string_agg(coalesce(c.row_text, (SELECT sync.committed_row_text(tc.row_json_prefix, tc.key_kind,
-         c.key_bytes, c.op_code, p_seq, c.payload) FROM sync.table_catalog tc WHERE tc.table_id = c.table_id)), ',' ORDER BY c.row_ordinal), '')
+    || ',"rows":[' || coalesce(string_agg(sync.committed_row_in_form(c.row_json_prefix, c.key_kind, c.json_columns,
+         c.key_bytes, c.op_code, p_seq, c.payload, c.row_text, v_b.json_form, p_form), ',' ORDER BY c.row_ordinal), '')
     || '],"next_row_ordinal":' || (p_after + count(c.row_ordinal))
     || ',"has_more":' || (p_after + count(c.row_ordinal) < v_b.row_count)::text || '}'
   FROM chosen c;

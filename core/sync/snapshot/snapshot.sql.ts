@@ -61,11 +61,13 @@ $fn$
  * bundle_seq are read under the same statement snapshot, without locking the write path. Each
  * row is stored rendered (its page text) with its size on the wire, so pages only concatenate.
  * The sort by key (the order a client writes fastest) stays in memory: work_mem is raised for
- * this function alone (a function's SET clause is undone when it returns, pooler-safe).
+ * this function alone (a function's SET clause is undone when it returns, pooler-safe). Rows are
+ * rendered in protocol `p_form`'s json form (table_catalog.snapshot_v1_sql for protocol 1), which
+ * the session keeps: its pages are served in that form only.
  */
 export const snapshotCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer,
-  p_max_open integer DEFAULT 8, p_reap_seconds integer DEFAULT 300)
+  p_max_open integer DEFAULT 8, p_reap_seconds integer DEFAULT 300, p_form smallint DEFAULT 1)
 RETURNS jsonb LANGUAGE plpgsql SET work_mem = '64MB' AS $fn$
 DECLARE
   v_us sync.user_state;
@@ -97,7 +99,8 @@ BEGIN
   IF NOT FOUND THEN
     RETURN sync.rate_limited(v_us.user_pk, 'snapshot', 'max_open_snapshot_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
-  SELECT string_agg(snapshot_sql, ' UNION ALL ' ORDER BY table_id) INTO STRICT v_union FROM sync.table_catalog WHERE NOT retired;
+  SELECT string_agg(CASE WHEN p_form = 1 THEN coalesce(snapshot_v1_sql, snapshot_sql) ELSE snapshot_sql END, ' UNION ALL ' ORDER BY table_id)
+    INTO STRICT v_union FROM sync.table_catalog WHERE NOT retired;
   EXECUTE format($q$
     WITH latest AS (SELECT latest_bundle_seq FROM sync.user_state WHERE user_pk = $3),
     src AS (%s),
@@ -112,10 +115,10 @@ BEGIN
               JOIN sync.table_catalog tc ON tc.table_id = s.table_id
               LEFT JOIN sync.row_state rs ON rs.user_pk = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes) x
       RETURNING wire_bytes)
-    INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at)
+    INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, json_form)
     SELECT $2, $3, $4, (SELECT latest_bundle_seq FROM latest), (SELECT count(*) FROM ins), (SELECT coalesce(sum(wire_bytes + 1), 0) FROM ins),
-           now(), now() + make_interval(secs => $5)
-  $q$, v_union) USING p_user, v_id, v_us.user_pk, coalesce(p_new, p_source), p_ttl_seconds;
+           now(), now() + make_interval(secs => $5), $6
+  $q$, v_union) USING p_user, v_id, v_us.user_pk, coalesce(p_new, p_source), p_ttl_seconds, p_form;
   SELECT * INTO STRICT v_s FROM sync.snapshot_sessions WHERE snapshot_id = v_id;
   RETURN jsonb_build_object('snapshot_id', v_id, 'snapshot_bundle_seq', v_s.snapshot_bundle_seq, 'row_count', v_s.row_count,
     'byte_count', v_s.byte_count, 'expires_at', sync.rfc3339(v_s.expires_at));
@@ -123,8 +126,14 @@ END
 $fn$
 `);
 
+/**
+ * A page of a snapshot session, in the json form it was created in. A client asking for another
+ * form (it was upgraded while hydrating) is told the session expired, so it starts a new one,
+ * unless no registered table has a json column (then both forms are the same rows).
+ */
 export const snapshotPageSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint)
+CREATE OR REPLACE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint,
+  p_form smallint DEFAULT 1)
 RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_s sync.snapshot_sessions;
@@ -138,6 +147,11 @@ BEGIN
   END IF;
   IF v_s.expires_at <= now() THEN
     RETURN QUERY SELECT sync.err('snapshot_session_expired', format('snapshot session %s expired', p_snapshot)), NULL::text;
+    RETURN;
+  END IF;
+  IF v_s.json_form <> p_form AND EXISTS (SELECT 1 FROM sync.table_catalog WHERE json_columns IS NOT NULL AND NOT retired) THEN
+    RETURN QUERY SELECT sync.err('snapshot_session_expired', format(
+      'snapshot session %s was rendered for Sync-Protocol-Version %s; create a new one', p_snapshot, v_s.json_form)), NULL::text;
     RETURN;
   END IF;
   -- Budgets are in escaped bytes (sync.wire_bytes): each row its stored size plus a comma (rows
