@@ -10,9 +10,10 @@
  *      takes a global lock (the scenario's effects, and the bodies of everything it can call);
  *   4. every name in a managed body is schema-qualified (the scenario runs with search_path = '',
  *      and every body is read for unqualified calls and relations).
- * Where the layout fails a check today, the case is skipped with its reason, and a ratchet test
- * pins exactly today's findings: a new finding (a regression) fails it, and so does a fixed one
- * until its entry here is removed. The layout change each finding needs is in docs/scale-out.md
+ * Where the layout fails a check today, the case is named "not yet" with its reason and asserts that
+ * the finding still holds (never a skip: CI counts a skip as a failure), and a ratchet test pins
+ * exactly today's findings: a new finding (a regression) fails it, and so does a fixed one until its
+ * entry here is removed. The layout change each finding needs is in docs/scale-out.md
  * ("What the layout must change").
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +24,20 @@ import { calledFunctions, globalEffects, unqualifiedNames } from './support/sql-
 import { citusPlan, REQUEST_PATH_FUNCTIONS, SYNC_DISTRIBUTION_COLUMN, SYNC_TABLE_ROLES, type Blocker, type LayoutFacts } from '../core/scale/distribution.js';
 import { readLayoutFacts } from '../core/scale/layout-facts.js';
 import { distributeOnCitus } from '../core/scale/citus.js';
+
+/**
+ * A readiness case: with no recorded finding the check must pass; with one ("not yet") the check must
+ * still fail, so the day the layout clears it this case fails until the finding is removed here.
+ */
+function readiness(name: string, known: string | undefined, check: () => void): void {
+  if (!known) {
+    it(name, check);
+    return;
+  }
+  it(`${name} — not yet: ${known}`, () => {
+    expect(check, 'the layout now passes this check: remove its finding from this file and docs/scale-out.md').toThrow();
+  });
+}
 
 // The findings of today's layout, each with the layout change that clears it (docs/scale-out.md,
 // "What the layout must change", has them all in one place). One change underlies most of them:
@@ -256,7 +271,7 @@ describe('scale-out readiness: the layout bootstrap creates, checked for Citus',
     const keyBlockers = (table: string): string[] => blockers.filter((b) => b.id.startsWith(`${table}:`)).map((b) => b.message);
     for (const table of PER_USER_TABLES) {
       const known = KEY_FINDINGS[table];
-      (known ? it.skip : it)(`${table}: ${SYNC_DISTRIBUTION_COLUMN} text is its distribution column, and its primary key, unique indexes and foreign keys lead with it${known ? ` — not yet: ${known}` : ''}`, () => {
+      readiness(`${table}: ${SYNC_DISTRIBUTION_COLUMN} text is its distribution column, and its primary key, unique indexes and foreign keys lead with it`, known, () => {
         expect(keyBlockers(table)).toEqual([]);
       });
     }
@@ -275,7 +290,7 @@ describe('scale-out readiness: the layout bootstrap creates, checked for Citus',
   describe('2. request-path functions take the user and touch only that user\'s rows', () => {
     for (const d of REQUEST_PATH_FUNCTIONS) {
       const known = SCOPE_ARGUMENT_FINDINGS[d.name];
-      (known ? it.skip : it)(`${d.name} takes the scope as ${d.scopeArgument} (text)${known ? ` — not yet: ${known}` : ''}`, () => {
+      readiness(`${d.name} takes the scope as ${d.scopeArgument} (text)`, known, () => {
         const fn = facts.functions.find((f) => f.name === d.name);
         expect(fn, `${d.name} exists`).toBeDefined();
         const i = fn?.argumentNames.indexOf(d.scopeArgument) ?? -1;
@@ -313,7 +328,7 @@ describe('scale-out readiness: the layout bootstrap creates, checked for Citus',
     });
     for (const table of [...PER_USER_TABLES, 'registered tables']) {
       const known = SCAN_FINDINGS[table];
-      (known ? it.skip : it)(`every scan of ${table} has the user in its index condition${known ? ` — not yet: ${known}` : ''}`, () => {
+      readiness(`every scan of ${table} has the user in its index condition`, known, () => {
         const found = scans();
         const mine = table === 'registered tables' ? [...found].filter(([t]) => !t.startsWith('sync.')) : [...found].filter(([t]) => t === table);
         expect(mine.map(([t, how]) => `${t}: ${[...how].join('; ')}`)).toEqual([]);
@@ -340,7 +355,7 @@ describe('scale-out readiness: the layout bootstrap creates, checked for Citus',
     };
     const effects = (): string[] =>
       [...new Set(reachable().flatMap((name) => globalEffects(bodies.get(name) as string).map((e) => `${name.replace(/^catalog (\S+) \S+$/, 'catalog SQL of $1')}: ${e}`)))].sort();
-    (SEQUENCE_FINDINGS.length ? it.skip : it)(`the scenario advances no sequence${SEQUENCE_FINDINGS.length ? ` — not yet: ${SEQUENCE_FINDINGS.join(', ')}` : ''}`, () => {
+    readiness('the scenario advances no sequence', SEQUENCE_FINDINGS.join(', ') || undefined, () => {
       expect(scenario.sequencesAdvanced).toEqual([]);
     });
     it('ratchet: the sequences the scenario advances are exactly the recorded ones', () => {
@@ -350,14 +365,14 @@ describe('scale-out readiness: the layout bootstrap creates, checked for Citus',
       const withUser = new Set([...facts.syncTables, ...facts.registeredTables].filter((t) => t.columns.some((c) => USER_COLUMNS.includes(c.name))).map((t) => `${t.schema}.${t.table}`));
       return [...scenario.tablesWritten.keys()].filter((t) => !withUser.has(t)).sort();
     };
-    (GLOBAL_WRITE_FINDINGS.length ? it.skip : it)(`the scenario writes no table without a user column${GLOBAL_WRITE_FINDINGS.length ? ` — not yet: ${GLOBAL_WRITE_FINDINGS.join(', ')}` : ''}`, () => {
+    readiness('the scenario writes no table without a user column', GLOBAL_WRITE_FINDINGS.join(', ') || undefined, () => {
       expect(globalWrites()).toEqual([]);
     });
     it('ratchet: the tables without a user column the scenario writes are exactly the recorded ones', () => {
       expect(scenario.tablesWritten.size).toBeGreaterThan(0);
       expect(globalWrites()).toEqual([...GLOBAL_WRITE_FINDINGS].sort());
     });
-    (GLOBAL_EFFECT_FINDINGS.length ? it.skip : it)(`no body the request path can reach uses a sequence, an advisory lock, LOCK TABLE, NOTIFY or pg_locks${GLOBAL_EFFECT_FINDINGS.length ? ' — not yet: see the ratchet' : ''}`, () => {
+    readiness('no body the request path can reach uses a sequence, an advisory lock, LOCK TABLE, NOTIFY or pg_locks', GLOBAL_EFFECT_FINDINGS.length ? 'see the ratchet' : undefined, () => {
       expect(effects()).toEqual([]);
     });
     it('ratchet: the global effects in reachable bodies are exactly the recorded ones', () => {
@@ -372,7 +387,7 @@ describe('scale-out readiness: the layout bootstrap creates, checked for Citus',
     });
     const findings = (): string[] => [...bodies].flatMap(([name, text]) =>
       unqualifiedNames(text, builtins, new Set(['lockstep_new', 'lockstep_old', ...catalogRelations])).map((f) => `${name}: ${f.kind} ${f.name}`)).sort();
-    (NAME_FINDINGS.length ? it.skip : it)(`no managed body calls a function or names a relation outside pg_catalog without its schema${NAME_FINDINGS.length ? ' — not yet: see the ratchet' : ''}`, () => {
+    readiness('no managed body calls a function or names a relation outside pg_catalog without its schema', NAME_FINDINGS.length ? 'see the ratchet' : undefined, () => {
       expect(findings()).toEqual([]);
     });
     it('ratchet: the unqualified names are exactly the recorded ones', () => {
