@@ -36,7 +36,7 @@ export const routes: readonly Route[] = [
       const outcome = await commitPush(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'));
       switch (outcome.kind) {
         case 'committed':
-          ctx.committed(ctx.actor.userId);
+          ctx.committed(ctx.actor.userId, outcome.answer.bundle_seq);
           ctx.count('Commits');
           ctx.count('CommittedRows', outcome.answer.row_count);
           return { status: 200, body: summaryInProtocol(outcome.answer, protocolOf(ctx.actor)) };

@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { loadConfig } from '../core/config.js';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
-import { startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
+import { createFanOut, startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
 import { createRuntime, type Runtime } from '../functions/index.js';
 import { THIS_BUILD } from '../core/sync/index.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
@@ -260,6 +260,35 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
       expect(signals).toContain(7);
     } finally {
       await feed.close();
+    }
+  });
+});
+
+describe('a commit reaches the sockets from the process that answered it', () => {
+  let t: TestDb;
+  let gateway: Gateway | undefined;
+  beforeAll(async () => {
+    t = await openAppDb();
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await t?.close();
+  });
+
+  it('a push committed through this gateway is announced to its sockets without PostgreSQL\'s signal', async () => {
+    // A feed that says it listens but never hears PostgreSQL: only the gateway's own announcement can arrive.
+    const feed = createFanOut();
+    feed.listener = { listening: true, close: async () => undefined };
+    const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
+    gateway = await startGateway({ runtime: createRuntime(config, t.db.pool, THIS_BUILD, { feed }), auth: { secret: TEST_JWT_SECRET } });
+    const writer = apiClient(gateway.url, 'announce-user', 'src-writer');
+    await initEmpty(writer);
+    const socket = await openSocket(gateway.url, { token: await signToken('announce-user'), source_id: 'src-reader' });
+    try {
+      await pushOk(writer, [list(uuid(), 'announced')], { sourceBundleId: 1 });
+      expect(await socket.next(2000)).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+    } finally {
+      socket.close();
     }
   });
 });

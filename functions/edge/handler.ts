@@ -34,10 +34,11 @@ export interface RouteContext {
    */
   readonly deadline: number;
   /**
-   * Marks that this request committed a bundle of `userId`: once the route has answered, the
-   * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
+   * Marks that this request committed bundle `bundleSeq` of `userId`: once the route has answered,
+   * the user's WebSocket connections are told (AWS); a long-running server's feed tells its own at
+   * once (before this answer leaves), and hears it again from PostgreSQL.
    */
-  committed(userId: string): void;
+  committed(userId: string, bundleSeq: number): void;
   /** Counts a metric of this request (published when it finishes; Lambda only). */
   count(metric: MetricName, value?: number): void;
 }
@@ -219,7 +220,10 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await catalog(), pending: rt.pending }),
         signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
         deadline,
-        committed: (userId) => void committedUsers.add(userId),
+        committed: (userId, bundleSeq) => {
+          committedUsers.add(userId);
+          rt.feed?.announce(userId, bundleSeq);
+        },
         count: (metric, value) => rt.telemetry.count(metric, value),
       };
       const committedUsers = new Set<string>();

@@ -22,6 +22,13 @@ export interface CommitFeed {
   readonly listening: boolean;
   /** Calls `fn` for every commit of `userId` (and with null after a reconnect); answers the unsubscribe. */
   subscribe(userId: string, fn: CommitSignal): () => void;
+  /**
+   * A commit this process made itself (a push it answered): delivered to the user's subscribers at
+   * once, before the LISTEN signal of the same commit, which follows a round trip through
+   * PostgreSQL later and repeats it (the WebSockets send each bundle seq once; a long poll reads
+   * the user's latest again).
+   */
+  announce(userId: string, bundleSeq: number): void;
   /** Waits for the next signal for `userId`, at most `timeoutMs`, or until `signal` aborts. */
   wait(userId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome>;
   /** Calls `fn` when bootstrap committed a change (and after a reconnect: one may have been missed). */
@@ -68,6 +75,9 @@ export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq
     },
     deliver(userId: string, bundleSeq: number) {
       for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq);
+    },
+    announce(userId: string, bundleSeq: number) {
+      feed.deliver(userId, bundleSeq);
     },
     onLayout(fn: () => void) {
       layoutListeners.add(fn);
