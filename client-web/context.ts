@@ -20,6 +20,8 @@ export interface ClientLimits {
   /** Rows per snapshot page: the largest the server serves, since hydration is the bulk path. */
   readonly snapshotPageRows: number;
   readonly watchMaxWaitSeconds: number;
+  /** The server stages and commits a bundle sent with its create (`single_request_push`), and the caller allows it. */
+  readonly pushInOneRequest: boolean;
 }
 
 export interface ClientContext {
@@ -54,5 +56,6 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     rowsPerPage: Math.min(config.pageRows ?? limit(caps, 'default_rows_per_page', 500), maxPage),
     snapshotPageRows: Math.min(config.pageRows ?? maxPage, maxPage),
     watchMaxWaitSeconds: limit(caps, 'watch_max_wait_seconds', 25),
+    pushInOneRequest: caps.features['single_request_push'] === true && config.pushInOneRequest !== false,
   };
 }

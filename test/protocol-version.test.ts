@@ -14,7 +14,9 @@ const RECORDED: Record<number, string> = {
   // Protocol 2 (issue 23): json and jsonb values as a JSON string of their text, asked for with
   // the Sync-Protocol-Version header; capabilities gain min_protocol_version. With it, the
   // additive fields of protocol 1 above.
-  2: '9719e9a8818324cad59acff1ee66a6bd0a05ae8eca8849721aa8b523b23db6f0',
+  // Additive (issue 24 item 4): a push-session create may carry the whole bundle (`rows`) and is
+  // then answered as commit answers (`status: "committed"`), announced as `single_request_push`.
+  2: '54240dcd14ef28102e9086d016928d4fe161edf110f6c0e53c2b4444fc45e284',
 };
 
 describe('protocol version', () => {
