@@ -50,4 +50,3 @@ export type ChunkRequest = z.infer<typeof ChunkRequest>;
 
 export const ChunkResponse = z.object({ push_id: z.uuid(), next_expected_row_ordinal: count });
 export type ChunkResponse = z.infer<typeof ChunkResponse>;
-
