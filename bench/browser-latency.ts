@@ -13,12 +13,15 @@
  *   profile keeps OPFS in memory (as a private window does), and then every sync access handle
  *   call (read, write, flush) is a message to the browser process, about 0.1-1.5 ms each here.
  *
- * The phases, from the gateway's view of the requests and B's page:
- * - commit: the click → the server answered A's commit (A's write, debounce, push session, chunk, commit);
- * - notify: that answer → B's pull arrives (the notification, B's wake-up, its sync's push phase);
- *   negative when B heard of the commit before the gateway had finished A's answer;
- * - pull: B's pull request (the last before B's page heard of the row) → its answer;
- * - apply: the answer → B's page hears that `todos` changed (B's apply transaction, the worker's broadcast);
+ * The phases of B's way to the row, from the gateway's view of the requests and sockets and B's page:
+ * - commit: the click → the gateway sent B's socket the notification of A's commit (A's write, its
+ *   freeze, the push: one request for such a small bundle, or create, chunk and commit from an
+ *   older server; the server's commit);
+ * - notify: that notification → B's pull request arrives (B's wake-up, its sync's push phase); 0
+ *   when the notification carried the bundle's rows and B needed no pull (protocol §5.9);
+ * - pull: B's pull request (the last before its page heard of the row) → its answer; 0 without one;
+ * - apply: that answer (or the notification) → B's page hears that `todos` changed (the socket's
+ *   delivery and B's wake-up when there was no pull, B's apply transaction, the worker's broadcast);
  * - render: that → the row in B's DOM (the live query re-run through the worker, React's render).
  * Clocks: Node and chromium read the same system clock (`performance.timeOrigin + performance.now()`).
  */
@@ -26,6 +29,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type LaunchOptions, type Page } from 'playwright-core';
+import { WebSocket, WebSocketServer } from 'ws';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type BenchContext, type Benchmark } from './lib/context.js';
@@ -43,9 +47,52 @@ function findChromium(): string | null {
 const epoch = () => performance.timeOrigin + performance.now();
 const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
 
+/** One notification the gateway sent: to which source, of which bundle, with its rows or not. */
+interface Sent {
+  readonly source: string;
+  readonly seq: number;
+  readonly page: boolean;
+  readonly at: number;
+}
+
+/**
+ * Records every message the gateway's sockets send (the gateway runs in this process, on the same
+ * `ws` module), with the source id each socket was opened for. Answers the records and the undo.
+ */
+function recordSocketSends(): { sent: Sent[]; restore(): void } {
+  const sent: Sent[] = [];
+  const sources = new WeakMap<object, string>();
+  const handleUpgrade = WebSocketServer.prototype.handleUpgrade;
+  const send = WebSocket.prototype.send;
+  WebSocketServer.prototype.handleUpgrade = function (this: WebSocketServer, req, socket, head, callback) {
+    const source = new URL(req.url ?? '/', 'http://localhost').searchParams.get('source_id') ?? '';
+    return handleUpgrade.call(this, req, socket, head, (ws, request) => {
+      sources.set(ws, source);
+      callback(ws, request);
+    });
+  } as typeof handleUpgrade;
+  WebSocket.prototype.send = function (this: WebSocket, data: unknown, ...rest: unknown[]) {
+    const source = sources.get(this);
+    if (source !== undefined && typeof data === 'string') {
+      const seq = /"latest_bundle_seq":(\d+)/.exec(data)?.[1];
+      if (seq) sent.push({ source, seq: Number(seq), page: data.includes('"pull":'), at: epoch() });
+    }
+    return (send as (this: WebSocket, ...args: unknown[]) => void).call(this, data, ...rest);
+  } as typeof send;
+  return {
+    sent,
+    restore() {
+      WebSocketServer.prototype.handleUpgrade = handleUpgrade;
+      WebSocket.prototype.send = send;
+    },
+  };
+}
+
 /** One request as the gateway saw it. */
 interface Seen {
   readonly route: string;
+  /** The request committed a bundle: a session's commit, or a create that carried its rows. */
+  readonly commits: boolean;
   readonly source: string;
   readonly start: number;
   readonly end: number;
@@ -53,6 +100,8 @@ interface Seen {
 
 interface Phases {
   readonly total: number;
+  /** B applied the rows its notification carried, without a pull. */
+  readonly carried: boolean;
   readonly commit: number;
   /** Of `commit`: the server's time answering A's three push requests (create, chunk, commit). */
   readonly pushServer: number;
@@ -123,17 +172,20 @@ export const browserLatencyBenchmark: Benchmark = {
         const start = epoch();
         const result = await next();
         const route = `${event.requestContext.http.method} ${event.rawPath.replace(/[0-9a-f-]{36}/g, ':id')}`;
-        if (event.rawPath.startsWith('/sync/')) seen.push({ route, source: String(event.headers['sync-source-id'] ?? ''), start, end: epoch() });
+        const commits = route.endsWith('/commit') || (route === 'POST /sync/push-sessions' && (event.body ?? '').includes('"rows"'));
+        if (event.rawPath.startsWith('/sync/')) seen.push({ route, commits, source: String(event.headers['sync-source-id'] ?? ''), start, end: epoch() });
         return result;
       },
     });
     const launch = { executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] };
+    const sockets = recordSocketSends();
     try {
       for (const devices of ['profiles', 'contexts'] as const) {
-        const runs = await measure(ctx, rec, devices, side.url, seen, launch);
+        const runs = await measure(ctx, rec, devices, side.url, seen, sockets.sent, launch);
         report(ctx, rec, devices, runs);
       }
     } finally {
+      sockets.restore();
       await side.close();
       rmSync(outDir, { recursive: true, force: true });
     }
@@ -143,7 +195,7 @@ export const browserLatencyBenchmark: Benchmark = {
 type Devices = 'profiles' | 'contexts';
 
 /** Signs two devices of one user in, then times `ctx.runs(30)` writes on A to the row on B. */
-async function measure(ctx: BenchContext, rec: Recorder, devices: Devices, url: string, seen: Seen[], launch: LaunchOptions): Promise<Phases[]> {
+async function measure(ctx: BenchContext, rec: Recorder, devices: Devices, url: string, seen: Seen[], sent: Sent[], launch: LaunchOptions): Promise<Phases[]> {
   const browser = devices === 'contexts' ? await chromium.launch(launch) : null;
   const profiles: string[] = [];
   const contexts: BrowserContext[] = [];
@@ -188,26 +240,31 @@ async function measure(ctx: BenchContext, rec: Recorder, devices: Devices, url: 
       const rendered = (await b.evaluate('globalThis.__rendered')) as number;
       await new Promise((r) => setTimeout(r, 150));
       if (i < 0) continue; // warm-up: sockets, JIT, page caches
-      const commit = seen.find((x) => x.route === 'POST /sync/push-sessions/:id/commit' && x.start >= clicked);
-      // B's page hears of the row from the apply of the last pull B made before that.
+      const commit = seen.find((x) => x.commits && x.start >= clicked);
+      // B's page hears of the row from the apply of the last pull B made before that, or of the
+      // rows B's notification carried.
       const changed = ((await b.evaluate('globalThis.__todosChanged')) as number[]).find((t) => commit && t >= commit.start);
       const pull = seen.filter((x) => x.route === 'GET /sync/pull' && commit && x.source !== commit.source && x.start >= commit.start && changed !== undefined && x.end <= changed).at(-1);
-      if (!commit || !pull || changed === undefined) {
-        rec.check(`${devices} run ${i}: every phase observed`, false, `commit ${Boolean(commit)}, pull ${Boolean(pull)}, table event ${changed !== undefined}`);
+      // The notification to B: the one with the rows, or the first of the commit's bundle.
+      const toB = sent.filter((x) => commit && x.source !== commit.source && x.at >= commit.start && (changed === undefined || x.at <= changed));
+      const notice = toB.find((x) => x.page) ?? toB[0];
+      if (!commit || !notice || changed === undefined || (!pull && !notice.page)) {
+        rec.check(`${devices} run ${i}: every phase observed`, false, `commit ${Boolean(commit)}, notification ${Boolean(notice)}, pull ${Boolean(pull)}, table event ${changed !== undefined}`);
         continue;
       }
       const pushes = seen.filter((x) => x.source === commit.source && x.start >= clicked && x.end <= commit.end && x.route.startsWith('POST /sync/push-sessions'));
       runs.push({
         total: rendered - clicked,
-        commit: commit.end - clicked,
+        carried: !pull,
+        commit: notice.at - clicked,
         pushServer: pushes.reduce((sum, x) => sum + (x.end - x.start), 0),
-        notify: pull.start - commit.end,
-        pull: pull.end - pull.start,
-        apply: changed - pull.end,
+        notify: pull ? pull.start - notice.at : 0,
+        pull: pull ? pull.end - pull.start : 0,
+        apply: changed - (pull ? pull.end : notice.at),
         render: rendered - changed,
       });
       const r = runs.at(-1) as Phases;
-      ctx.log(`${devices} write ${i}: ${r.total.toFixed(1)} ms (commit ${r.commit.toFixed(1)} of which the server ${r.pushServer.toFixed(1)}, notify ${r.notify.toFixed(1)}, pull ${r.pull.toFixed(1)}, apply ${r.apply.toFixed(1)}, render ${r.render.toFixed(1)})`);
+      ctx.log(`${devices} write ${i}: ${r.total.toFixed(1)} ms (${r.carried ? 'rows carried by the notification; ' : ''}commit ${r.commit.toFixed(1)} of which the server ${r.pushServer.toFixed(1)}, notify ${r.notify.toFixed(1)}, pull ${r.pull.toFixed(1)}, apply ${r.apply.toFixed(1)}, render ${r.render.toFixed(1)})`);
     }
     rec.check(`browser latency (${devices}): the runs were measured`, runs.length >= Math.ceil(total / 2), `${runs.length} of ${total}`);
     return runs;
@@ -233,9 +290,9 @@ function report(ctx: BenchContext, rec: Recorder, devices: Devices, runs: readon
     ...(devices === 'profiles' ? { target: { text: `≤ ${BROWSER_LATENCY_TARGET_MS} ms median`, met: value.median <= BROWSER_LATENCY_TARGET_MS } } : {}),
   });
   for (const phase of ['commit', 'pushServer', 'notify', 'pull', 'apply', 'render'] as const) {
-    const label = phase === 'pushServer' ? `browser latency (${devices}): of the commit phase, the server answering the push requests` : `browser latency phase (${devices}): ${phase}`;
+    const label = phase === 'pushServer' ? `browser latency (${devices}): of the commit phase, the server answering A's push requests` : `browser latency phase (${devices}): ${phase}`;
     rec.figure({ id: `${id}.${phase}_ms`, label, unit: 'ms', value: spread(runs.map((r) => r[phase])) });
   }
-  ctx.log(`write → other browser (${who}): median ${value.median.toFixed(1)} ms, p90 ${p90.toFixed(1)} ms; phases (medians): ${(['commit', 'notify', 'pull', 'apply', 'render'] as const)
+  ctx.log(`write → other browser (${who}): median ${value.median.toFixed(1)} ms, p90 ${p90.toFixed(1)} ms; ${runs.filter((r) => r.carried).length} of ${runs.length} without a pull; phases (medians): ${(['commit', 'notify', 'pull', 'apply', 'render'] as const)
     .map((p) => `${p} ${spread(runs.map((r) => r[p])).median.toFixed(1)}`).join(', ')}`);
 }

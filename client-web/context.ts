@@ -6,6 +6,7 @@
 import { type CapabilitiesResponse } from '../core/protocol/meta.js';
 import { type ClientConfig, type Progress } from './api.js';
 import { type LocalModel } from './local-schema.js';
+import { type NotifiedPages } from './notified-pages.js';
 import { type SqliteDb } from './sqlite/port.js';
 import { type Transport } from './transport.js';
 
@@ -35,6 +36,8 @@ export interface ClientContext {
   readonly sourceRef: { current: string };
   /** Generates a new source id (rotation, detach). */
   readonly newSourceId: () => string;
+  /** Pull pages that came with push notifications, for the next pull (notified-pages.ts). */
+  readonly notified: NotifiedPages;
 }
 
 function limit(caps: CapabilitiesResponse, name: string, fallback: number): number {

@@ -39,6 +39,19 @@ function commitAnswer(ctx: RouteContext, outcome: CommitOutcome): EdgeAnswer {
 }
 
 /**
+ * Commits the session and answers; meanwhile this process holds PostgreSQL's signal of the
+ * commit back, so the user's sockets hear of it first from the announcement with its rows.
+ */
+async function commitAndAnswer(ctx: RouteContext, pushId: string): Promise<EdgeAnswer> {
+  const done = ctx.runtime.feed?.committing(ctx.actor.userId);
+  try {
+    return commitAnswer(ctx, await commitPush(await ctx.sync(), ctx.actor, pushId));
+  } finally {
+    done?.();
+  }
+}
+
+/**
  * A create that carries its rows (protocol §5.2, `single_request_push`): the session it opened
  * takes them and commits in this same request, one round trip for a small bundle instead of three.
  * Whatever does not commit drops the session, so nothing stays staged or counted against the user.
@@ -47,7 +60,7 @@ async function stageAndCommit(req: EdgeRequest, ctx: RouteContext, pushId: strin
   let answer: EdgeAnswer | undefined;
   try {
     await upload(req, ctx, pushId, { start_row_ordinal: 0, rows });
-    answer = commitAnswer(ctx, await commitPush(await ctx.sync(), ctx.actor, pushId));
+    answer = await commitAndAnswer(ctx, pushId);
     return answer;
   } finally {
     if (answer?.status !== 200) await deletePushSession(await ctx.sync(), ctx.actor, pushId).catch(() => undefined);
@@ -76,7 +89,7 @@ export const routes: readonly Route[] = [
     method: 'POST',
     path: '/sync/push-sessions/{push_id}/commit',
     auth: true,
-    run: async (req, ctx) => commitAnswer(ctx, await commitPush(await ctx.sync(), ctx.actor, pathUuid(req, 'push_id'))),
+    run: async (req, ctx) => commitAndAnswer(ctx, pathUuid(req, 'push_id')),
   },
   {
     method: 'DELETE',

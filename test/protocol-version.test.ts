@@ -15,8 +15,10 @@ const RECORDED: Record<number, string> = {
   // the Sync-Protocol-Version header; capabilities gain min_protocol_version. With it, the
   // additive fields of protocol 1 above.
   // Additive (issue 24 item 4): a push-session create may carry the whole bundle (`rows`) and is
-  // then answered as commit answers (`status: "committed"`), announced as `single_request_push`.
-  2: '54240dcd14ef28102e9086d016928d4fe161edf110f6c0e53c2b4444fc45e284',
+  // then answered as commit answers (`status: "committed"`), announced as `single_request_push`;
+  // a `changed` notification may carry the bundle's pull page (`pull`) on a socket that named its
+  // protocol in the upgrade.
+  2: '8dc523b09735076c47dc1092ffd2f059830c995379f11d12fb14c6955b6d4f1d',
 };
 
 describe('protocol version', () => {

@@ -13,6 +13,7 @@ import { pageBudgetBytes } from '../../core/sync/context.js';
 import { fitBody } from './answer-budget.js';
 import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
+import { notifiedPage } from './notified-page.js';
 import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
 import { consoleTelemetry, type MetricName, type Telemetry } from './telemetry.js';
@@ -222,7 +223,8 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         deadline,
         committed: (userId, bundleSeq) => {
           committedUsers.add(userId);
-          rt.feed?.announce(userId, bundleSeq);
+          // The rows go with it to the sockets that can take them (read only if one asks).
+          rt.feed?.announce(userId, bundleSeq, notifiedPage(rt, actor, bundleSeq));
         },
         count: (metric, value) => rt.telemetry.count(metric, value),
       };
