@@ -29,9 +29,31 @@ interface Pending {
   bytes: number;
 }
 
+/** https://sqlite.org/c3ref/c_sync_dataonly.html */
+const SQLITE_SYNC_NORMAL = 0x2;
+
 /** The pool VFS with contiguous writes combined (see above). */
 export class CombiningAccessHandlePoolVFS extends AccessHandlePoolVFS {
   readonly #pending = new Map<number, Pending>();
+  readonly #open = new Set<number>();
+
+  /**
+   * Writes what every open file gathered and flushes each (fsync on a disk-backed OPFS): what
+   * the adapter calls shortly after commits when SQLite itself does not flush at COMMIT (WAL with
+   * synchronous = NORMAL, see opfs.ts). A failure is logged: the next checkpoint flushes anyway.
+   */
+  flushFiles(): void {
+    for (const fileId of [...this.#open]) {
+      const rc = this.#flush(fileId);
+      if (rc !== VFS.SQLITE_OK || super.xSync(fileId, SQLITE_SYNC_NORMAL) !== VFS.SQLITE_OK) console.error('lockstep: an OPFS flush failed');
+    }
+  }
+
+  override xOpen(name: string | null, fileId: number, flags: number, pOutFlags: DataView): number {
+    const rc = super.xOpen(name, fileId, flags, pOutFlags);
+    if (rc === VFS.SQLITE_OK) this.#open.add(fileId);
+    return rc;
+  }
 
   /** Writes what `fileId` has gathered; a failure is SQLite's I/O error for the call that asked. */
   #flush(fileId: number): number {
@@ -100,6 +122,7 @@ export class CombiningAccessHandlePoolVFS extends AccessHandlePoolVFS {
   }
 
   override xClose(fileId: number): number {
+    this.#open.delete(fileId);
     const rc = this.#flush(fileId);
     const closed = super.xClose(fileId);
     return rc === VFS.SQLITE_OK ? closed : rc;

@@ -11,7 +11,7 @@ Object.assign(globalThis, {
       worker.onmessage = (event: MessageEvent<DurabilityAnswer & { error?: string }>) => {
         if (event.data.error) reject(new Error(event.data.error));
         else resolve(event.data);
-        if (job.step === 'read') worker.terminate();
+        if (job.step !== 'write') worker.terminate();
       };
       worker.onerror = (event) => reject(new Error(`durability worker failed: ${event.message}`));
       worker.postMessage(job);

@@ -4,6 +4,8 @@
  * and never ends; answers once that row is written, so the page can end the worker in the middle of
  * it (as a closed tab or a crash does: no close, the browser releases the access handles).
  * `journalMode` opens it in that mode (a database an earlier adapter wrote: `delete`).
+ * `flushes`: counts the sync access handles' flush() calls of one small commit, when it returns
+ * and, for `soon`, whether one follows (`flush` of the adapter: `soon` or `commit`).
  * `read`: opens the database again (in the default mode) and answers what it holds, its journal and locking modes and
  * SQLite's integrity check.
  */
@@ -12,7 +14,14 @@ import type { SqliteDb } from '../../../client-web/sqlite/port.js';
 
 export type DurabilityJob =
   | { readonly step: 'write'; readonly name: string; readonly committed: number; readonly journalMode?: 'wal' | 'delete' }
-  | { readonly step: 'read'; readonly name: string };
+  | { readonly step: 'read'; readonly name: string }
+  | { readonly step: 'flushes'; readonly name: string; readonly flush: 'soon' | 'commit' };
+
+/** `flushes`: the files' flushes when a one-row COMMIT returned, and whether one followed later. */
+export interface FlushAnswer {
+  readonly atCommit: number;
+  readonly later: boolean;
+}
 
 export interface DurabilityAnswer {
   readonly journalMode: string;
@@ -51,9 +60,37 @@ async function describe(db: SqliteDb): Promise<DurabilityAnswer> {
   };
 }
 
+/** Every flush() of a sync access handle in this worker, counted. */
+function countFlushes(): { readonly count: number } {
+  const counter = { count: 0 };
+  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { flush(): void } } }).FileSystemSyncAccessHandle.prototype;
+  const flush = proto.flush;
+  proto.flush = function (this: unknown) {
+    counter.count++;
+    return flush.call(this);
+  };
+  return counter;
+}
+
+async function flushes(name: string, flush: 'soon' | 'commit'): Promise<FlushAnswer> {
+  const db = await openOpfsSqlite(name, { flush });
+  await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
+  // Past the flush of the setup's own commits.
+  await new Promise((r) => setTimeout(r, 200));
+  const counter = countFlushes();
+  await db.transaction((tx) => tx.run('INSERT INTO notes (title) VALUES (?)', ['flushed?']));
+  const atCommit = counter.count;
+  // A flush at commit needs none after it; a later one comes within milliseconds (5 s: a loaded machine).
+  const deadline = Date.now() + (flush === 'soon' ? 5000 : 0);
+  while (counter.count === atCommit && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await db.close();
+  return { atCommit, later: counter.count > atCommit };
+}
+
 scope.onmessage = async (event) => {
   const job = event.data;
   try {
+    if (job.step === 'flushes') return scope.postMessage(await flushes(job.name, job.flush));
     const db = await open(job.name, job.step === 'write' ? job.journalMode : undefined);
     if (job.step === 'read') return scope.postMessage(await describe(db));
     await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
