@@ -165,6 +165,12 @@ export interface ClientConfig {
   readonly fetch?: typeof fetch;
   /** Rows per uploaded chunk; defaults to the server's `default_rows_per_push_chunk`. */
   readonly pushChunkRows?: number;
+  /**
+   * A bundle that fits one chunk and one request goes with its push-session create, which stages
+   * and commits it (one round trip instead of three), when the server offers it (capabilities'
+   * `single_request_push`). Default true; false always uses create, chunks and commit.
+   */
+  readonly pushInOneRequest?: boolean;
   /** Bundles per pull page; defaults to the server's `default_bundles_per_pull`. */
   readonly pullBundles?: number;
   /** Rows per snapshot or committed-bundle page; defaults to the server's `default_rows_per_page`. */

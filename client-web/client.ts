@@ -41,6 +41,7 @@ import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
 import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
+import { NotifiedPages } from './notified-pages.js';
 import { longPollWakeSource, webSocketWakeSource, type WakeSourceFactory } from './wake.js';
 import { CapabilitiesResponse } from '../core/protocol/meta.js';
 import { type ProtocolVersion } from '../core/protocol/version.js';
@@ -125,7 +126,7 @@ export async function openClient(config: ClientConfig): Promise<SyncClient> {
       built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs, await protocolFor(db, caps));
     }
   }
-  const ctx = await contextFor(config, db, transport, sourceRef, caps, built.model);
+  const ctx = await contextFor(config, db, transport, sourceRef, caps, built.model, new NotifiedPages());
   const client = new Client(ctx, baseUrl, built.ahead.length > 0 ? built.ahead : null);
   if (ctx.grown) await client.coordinator.localModelGrew();
   return client;
@@ -145,7 +146,7 @@ async function protocolFor(db: SqliteDb, caps: CapabilitiesResponse): Promise<Pr
  * the steps run on (its transport speaking the model's protocol); `grown`: a table gained a
  * column or is managed for the first time.
  */
-async function contextFor(config: ClientConfig, db: SqliteDb, transport: Transport, sourceRef: { current: string }, caps: CapabilitiesResponse, model: LocalModel): Promise<ClientContext & { readonly grown: boolean }> {
+async function contextFor(config: ClientConfig, db: SqliteDb, transport: Transport, sourceRef: { current: string }, caps: CapabilitiesResponse, model: LocalModel, notified: NotifiedPages): Promise<ClientContext & { readonly grown: boolean }> {
   transport.protocol = model.protocol;
   await installTriggers(db, model);
   await installBaseCapture(db, model);
@@ -160,6 +161,7 @@ async function contextFor(config: ClientConfig, db: SqliteDb, transport: Transpo
     progress: (p) => config.onProgress?.(p),
     sourceRef,
     newSourceId,
+    notified,
     grown: grown.length > 0,
   };
 }
@@ -198,6 +200,7 @@ class Client implements SyncClient {
       afterNextSync,
       watchMaxWaitSeconds: ctx.limits.watchMaxWaitSeconds,
       waitFailed,
+      notified: ctx.notified,
     }, onWake) ?? null);
     this.db = applicationDb(ctx.db, () => this.loop.localWrite());
     this.live = new LiveQueries({
@@ -209,6 +212,18 @@ class Client implements SyncClient {
 
   private open(): void {
     if (this.closed) throw new ClientError(ClientErrorCode.closed, 'the client is closed');
+  }
+
+  /**
+   * The device was attached or detached: its sockets were opened with the old attachment's token,
+   * so they are closed (the loop opens its own again) and the pages they brought are forgotten,
+   * all at once, before another message can arrive.
+   */
+  private attachmentChanged(): void {
+    this.socketWatch?.close();
+    this.socketWatch = undefined;
+    this.ctx.notified.clear();
+    this.loop.attachmentChanged();
   }
 
   private run<T>(task: () => Promise<T>): Promise<T> {
@@ -228,7 +243,7 @@ class Client implements SyncClient {
       this.behind = built.ahead;
       return false;
     }
-    const { grown, ...ctx } = await contextFor(this.ctx.config, this.ctx.db, this.ctx.transport, this.ctx.sourceRef, caps, built.model);
+    const { grown, ...ctx } = await contextFor(this.ctx.config, this.ctx.db, this.ctx.transport, this.ctx.sourceRef, caps, built.model, this.ctx.notified);
     this.ctx = ctx;
     this.coordinator = new Coordinator(ctx);
     this.behind = null;
@@ -255,7 +270,7 @@ class Client implements SyncClient {
     return this.run(async () => {
       if (!(await this.caughtUp())) return { status: 'retry_later', retryAfterMs: SERVER_BEHIND_RETRY_MS, reason: 'server_schema_behind' };
       const result = await this.coordinator.attach(userId);
-      if (result.status === 'attached' && result.resolution !== 'already_attached') this.loop.attachmentChanged();
+      if (result.status === 'attached' && result.resolution !== 'already_attached') this.attachmentChanged();
       return result;
     });
   }
@@ -355,7 +370,7 @@ class Client implements SyncClient {
       // Detach clears the synced tables: only once it knows which those are.
       await this.requireCaughtUp();
       const result = await this.coordinator.detach();
-      if (result.status === 'detached') this.loop.attachmentChanged();
+      if (result.status === 'detached') this.attachmentChanged();
       return result;
     });
   }

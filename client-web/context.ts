@@ -6,6 +6,7 @@
 import { type CapabilitiesResponse } from '../core/protocol/meta.js';
 import { type ClientConfig, type Progress } from './api.js';
 import { type LocalModel } from './local-schema.js';
+import { type NotifiedPages } from './notified-pages.js';
 import { type SqliteDb } from './sqlite/port.js';
 import { type Transport } from './transport.js';
 
@@ -20,6 +21,8 @@ export interface ClientLimits {
   /** Rows per snapshot page: the largest the server serves, since hydration is the bulk path. */
   readonly snapshotPageRows: number;
   readonly watchMaxWaitSeconds: number;
+  /** The server stages and commits a bundle sent with its create (`single_request_push`), and the caller allows it. */
+  readonly pushInOneRequest: boolean;
 }
 
 export interface ClientContext {
@@ -33,6 +36,8 @@ export interface ClientContext {
   readonly sourceRef: { current: string };
   /** Generates a new source id (rotation, detach). */
   readonly newSourceId: () => string;
+  /** Pull pages that came with push notifications, for the next pull (notified-pages.ts). */
+  readonly notified: NotifiedPages;
 }
 
 function limit(caps: CapabilitiesResponse, name: string, fallback: number): number {
@@ -54,5 +59,6 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     rowsPerPage: Math.min(config.pageRows ?? limit(caps, 'default_rows_per_page', 500), maxPage),
     snapshotPageRows: Math.min(config.pageRows ?? maxPage, maxPage),
     watchMaxWaitSeconds: limit(caps, 'watch_max_wait_seconds', 25),
+    pushInOneRequest: caps.features['single_request_push'] === true && config.pushInOneRequest !== false,
   };
 }

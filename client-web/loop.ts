@@ -75,7 +75,8 @@ export class SyncLoop {
   private running = false;
   private cycleInFlight: Promise<void> | null = null;
   private again = false;
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** The next cycle: a timer, or (due at once) a microtask that runs it unless cancelled first. */
+  private timer: ReturnType<typeof setTimeout> | { readonly now: true } | undefined;
   private dueAt = Infinity;
   private periodic: ReturnType<typeof setInterval> | undefined;
   private failures = 0;
@@ -160,8 +161,7 @@ export class SyncLoop {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelTimer();
     this.dueAt = Infinity;
     clearInterval(this.periodic);
     for (const off of this.unsubscribe.splice(0)) off();
@@ -206,14 +206,32 @@ export class SyncLoop {
     this.setTimer(delayMs);
   }
 
+  private cancelTimer(): void {
+    // A browser's timer is a number, Node's an object: only the microtask token has `now`.
+    const timer = this.timer;
+    if (timer !== undefined && !(typeof timer === 'object' && 'now' in timer)) clearTimeout(timer);
+    this.timer = undefined;
+  }
+
   private setTimer(delayMs: number): void {
-    clearTimeout(this.timer);
+    this.cancelTimer();
     this.dueAt = Date.now() + delayMs;
-    this.timer = setTimeout(() => {
+    const fire = () => {
       this.timer = undefined;
       this.dueAt = Infinity;
       void this.runCycle();
-    }, delayMs);
+    };
+    if (delayMs > 0) {
+      this.timer = setTimeout(fire, delayMs);
+      return;
+    }
+    // Due now: the cycle starts before the events already queued (the app's own reads right after
+    // its write, a tab's live queries), so a write is on its way to the server first.
+    const token = { now: true } as const;
+    this.timer = token;
+    queueMicrotask(() => {
+      if (this.timer === token) fire();
+    });
   }
 
   private afterNextSync = (): Promise<void> => new Promise((resolve) => this.waiters.push(resolve));

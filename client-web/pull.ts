@@ -30,9 +30,10 @@ export type PullPage =
 
 /** Fetches the page after `checkpoint` (towards `target`, the ceiling frozen by the first page). */
 export async function pullPage(ctx: ClientContext, checkpoint: number, target: number | undefined): Promise<PullPage> {
-  let page;
+  // The page a push notification brought, when it is the one this pull would ask for (§5.9).
+  let page = ctx.notified.take(checkpoint, target);
   try {
-    page = await ctx.transport.request('GET', '/sync/pull', {
+    page ??= await ctx.transport.request('GET', '/sync/pull', {
       query: { after_bundle_seq: checkpoint, max_bundles: ctx.limits.bundlesPerPull, target_bundle_seq: target },
       schema: PullAnswer,
     });

@@ -4,6 +4,9 @@
  * local database (replay, conflict resolution, a rejection, a reconnect) is the coordinator's.
  *
  *   create ─▶ chunks ─▶ commit ─▶ committed
+ *   create carrying the rows ─▶ committed   (a bundle that fits one request, when the server
+ *     │                                      offers `single_request_push`: one round trip; its
+ *     │                                      failures are those below, answered by the create)
  *     │ already_committed ─────▶ committed (alreadyCommitted: a lost answer, §10.2)
  *     │ scope refusals ────────▶ scope_refused      (connect again)
  *     │ source refusals ───────▶ source_refused     (§10.5, recovery is explicit)
@@ -81,7 +84,7 @@ class RowTooLarge extends Error {
 
 /** Uploads rows from `start` on, in the bundle's `protocol`; answers when the server holds all of them. */
 async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxRow[], start: number, protocol: ProtocolVersion): Promise<void> {
-  const budget = Math.floor(ctx.limits.maxRequestBytes * REQUEST_BYTES_SHARE);
+  const budget = requestBudget(ctx);
   let next = start;
   let chunkRows = ctx.limits.pushChunkRows;
   while (next < rows.length) {
@@ -119,10 +122,55 @@ async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxR
   }
 }
 
+/** The chunk budget of one request: a share of the server's request limit (see upload). */
+function requestBudget(ctx: ClientContext): number {
+  return Math.floor(ctx.limits.maxRequestBytes * REQUEST_BYTES_SHARE);
+}
+
+/** Whether the whole bundle fits one chunk of one request, so its create can carry it. */
+function fitsOneRequest(ctx: ClientContext, rows: readonly OutboxRow[]): boolean {
+  if (rows.length > ctx.limits.pushChunkRows) return false;
+  // The create's own fields and the array's framing, with room to spare.
+  let bytes = 512;
+  for (const row of rows) {
+    bytes += wireBytes(row.wire) + 1;
+    if (bytes > requestBudget(ctx)) return false;
+  }
+  return true;
+}
+
+/** The conflicts a `push_conflict` answer lists, as an attempt (null when it lists none). */
+function conflictsOf(error: SyncHttpError, rows: readonly OutboxRow[]): PushAttempt | null {
+  const body = ErrorBody.parse(error.body);
+  const conflicts = body.conflicts ?? (body.conflict ? [body.conflict] : []);
+  return conflicts.length === 0 ? null : { kind: 'conflicts', conflicts, rows };
+}
+
+/**
+ * What a create that carried the bundle's rows answered when it did not commit: the outcome, or
+ * `again` (a new session, same tuple and hash: the server drops the one it opened), or `staged`
+ * (push this bundle through create, chunks and commit, whose answers say more precisely what a
+ * `payload_too_large` is about: the bundle, one row, or the commit's time bound).
+ */
+function oneRequestOutcome(error: unknown, rows: readonly OutboxRow[]): PushAttempt | 'again' | 'staged' | null {
+  if (isCode(error, 'push_conflict')) return conflictsOf(error, rows);
+  if (isCode(error, 'push_rejected', 'invalid_request')) return { kind: 'rejected', rejection: rejectionOf(error) };
+  if (isCode(error, 'push_session_not_found', 'push_session_expired', 'commit_outcome_unknown')) return 'again';
+  if (isCode(error, 'payload_too_large', 'push_chunk_out_of_order', 'push_incomplete')) return 'staged';
+  return null;
+}
+
 /** Pushes one frozen bundle until the server commits it or answers an outcome the coordinator handles. */
 export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Promise<PushAttempt> {
+  let rows: readonly OutboxRow[] | undefined;
+  let oneRequest = ctx.limits.pushInOneRequest;
   for (let session = 1; session <= MAX_SESSIONS; session++) {
     const { initializationId } = await readAttachment(ctx.db);
+    if (oneRequest) {
+      rows ??= await readOutbox(ctx.db, ctx.model, frozen);
+      oneRequest = fitsOneRequest(ctx, rows);
+    }
+    const carried = oneRequest ? rows : undefined;
     let created: PushSessionCreateResponse;
     try {
       created = await ctx.transport.request('POST', '/sync/push-sessions', {
@@ -131,6 +179,7 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
           planned_row_count: frozen.rowCount,
           request_hash: frozen.requestHash,
           ...(initializationId ? { initialization_id: initializationId } : {}),
+          ...(carried ? { rows: carried.map((r) => r.wire) } : {}),
         },
         schema: PushSessionCreateResponse,
         // The rows, and the request hash over them, are in the protocol they were frozen in.
@@ -139,17 +188,32 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
     } catch (error) {
       if (isCode(error, ...SOURCE_REFUSALS)) return { kind: 'source_refused', error };
       if (isCode(error, ...SCOPE_REFUSALS)) return { kind: 'scope_refused' };
+      if (carried) {
+        const outcome = oneRequestOutcome(error, carried);
+        if (outcome === 'again') continue;
+        if (outcome === 'staged') {
+          oneRequest = false;
+          continue;
+        }
+        if (outcome) return outcome;
+        throw error;
+      }
       // The server measures the bundle larger than the freeze did: fewer rows may fit.
       if (isCode(error, 'payload_too_large') && frozen.rowCount > 1) return { kind: 'too_large' };
       if (isCode(error, 'invalid_request', 'payload_too_large')) return { kind: 'rejected', rejection: rejectionOf(error) };
       throw error;
     }
     if (created.status === 'already_committed') return { kind: 'committed', bundle: created, alreadyCommitted: true };
-    const rows = await readOutbox(ctx.db, ctx.model, frozen);
+    if (created.status === 'committed') {
+      ctx.progress({ phase: 'push', rowsDone: frozen.rowCount, rowsTotal: frozen.rowCount });
+      return { kind: 'committed', bundle: created, alreadyCommitted: false };
+    }
+    rows ??= await readOutbox(ctx.db, ctx.model, frozen);
+    const staged = rows;
     let start = created.next_expected_row_ordinal;
     for (let attempt = 0; attempt < 4; attempt++) {
       try {
-        await upload(ctx, created.push_id, rows, start, frozen.protocol);
+        await upload(ctx, created.push_id, staged, start, frozen.protocol);
         const committed = await ctx.transport.request('POST', `/sync/push-sessions/${created.push_id}/commit`, { body: {}, schema: CommitResponse, protocol: frozen.protocol });
         return { kind: 'committed', bundle: committed, alreadyCommitted: false };
       } catch (error) {
@@ -161,10 +225,9 @@ export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Prom
         // Start over from create: the same tuple and hash converge to already_committed if it landed.
         if (isCode(error, 'push_session_not_found', 'push_session_expired', 'commit_outcome_unknown')) break;
         if (isCode(error, 'push_conflict')) {
-          const body = ErrorBody.parse(error.body);
-          const conflicts = body.conflicts ?? (body.conflict ? [body.conflict] : []);
-          if (conflicts.length === 0) throw error;
-          return { kind: 'conflicts', conflicts, rows };
+          const conflicts = conflictsOf(error, staged);
+          if (!conflicts) throw error;
+          return conflicts;
         }
         // The commit ran out of the server's time bound (`split: true`): fewer rows may fit.
         if (isCode(error, 'payload_too_large') && error.body['split'] === true && frozen.rowCount > 1) return { kind: 'too_large' };

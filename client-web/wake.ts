@@ -9,6 +9,7 @@
  * client's config.
  */
 import { WatchResponse } from '../core/protocol/read-path.js';
+import { type NotifiedPages } from './notified-pages.js';
 import { type TokenProvider, type Transport } from './transport.js';
 import { defaultSocketUrl, platformWebSocket, SocketWatch, type WebSocketFactory } from './watch-socket.js';
 
@@ -33,6 +34,8 @@ export interface WakeSourceContext {
    * never `idle`).
    */
   readonly waitFailed: (error: unknown) => void;
+  /** Where a socket puts the pull pages its notifications carry (protocol §5.9), for the next pull. */
+  readonly notified: NotifiedPages;
 }
 
 /** A running wake source. */
@@ -117,7 +120,14 @@ export function webSocketWakeSource(options: { readonly url?: string | undefined
     const connect = options.connect ?? platformWebSocket();
     const poll = longPollOnce(context);
     if (!connect) return waitLoop(context, wake, poll);
-    const socket = new SocketWatch({ url: options.url ?? defaultSocketUrl(context.baseUrl), getToken: context.getToken, sourceId: context.sourceId, connect });
+    const socket = new SocketWatch({
+      url: options.url ?? defaultSocketUrl(context.baseUrl),
+      getToken: context.getToken,
+      sourceId: context.sourceId,
+      connect,
+      protocol: () => context.transport.protocol,
+      onPage: (page) => context.notified.offer(page),
+    });
     return waitLoop(
       context,
       wake,

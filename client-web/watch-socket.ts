@@ -15,7 +15,10 @@
  * seq the device has heard of: a server that finds the user past it answers "changed", so a
  * notification that never arrived is made up for within one ping interval.
  */
-import { WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, ChangedMessage, type PingMessage } from '../core/protocol/notify.js';
+import { WS_PATH, WS_PROTOCOL_PARAM, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type PingMessage } from '../core/protocol/notify.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
+import { type NotifiedPage } from './notified-pages.js';
+import { NotifiedChange } from './wire.js';
 import { type WatchResult } from './api.js';
 import { type ClientContext } from './context.js';
 import { type TokenProvider } from './transport.js';
@@ -55,6 +58,10 @@ export interface SocketWatchOptions {
   readonly retryAfterFailureMs?: number;
   readonly openTimeoutMs?: number;
   readonly now?: () => number;
+  /** The protocol pull pages are asked in (the client's); without it, notifications carry none. */
+  readonly protocol?: () => ProtocolVersion;
+  /** Receives the pull page a notification carries (protocol §5.9). */
+  readonly onPage?: (page: NotifiedPage) => void;
 }
 
 /** The socket URL a base URL implies: its origin with ws(s) and the gateway's path. */
@@ -142,6 +149,7 @@ export class SocketWatch {
     const url = new URL(this.options.url);
     url.searchParams.set(WS_TOKEN_PARAM, await this.options.getToken());
     url.searchParams.set(WS_SOURCE_PARAM, this.options.sourceId());
+    if (this.options.protocol && this.options.onPage) url.searchParams.set(WS_PROTOCOL_PARAM, String(this.options.protocol()));
     let socket: WebSocketLike;
     try {
       socket = this.options.connect(url.toString());
@@ -171,13 +179,16 @@ export class SocketWatch {
         resolve(true);
       };
       socket.onmessage = (event) => {
-        let parsed: ReturnType<typeof ChangedMessage.safeParse>;
+        // A socket closed for good (the client closed, or its attachment changed) brings nothing more.
+        if (this.closed || this.socket !== socket) return;
+        let parsed: ReturnType<typeof NotifiedChange.safeParse>;
         try {
-          parsed = ChangedMessage.safeParse(JSON.parse(String(event.data)));
+          parsed = NotifiedChange.safeParse(JSON.parse(String(event.data)));
         } catch {
           return;
         }
         if (!parsed.success) return;
+        if (parsed.data.pull) this.options.onPage?.(parsed.data.pull);
         this.latestSeen = Math.max(this.latestSeen, parsed.data.latest_bundle_seq);
         for (const listener of [...this.listeners]) listener('message');
       };
@@ -212,5 +223,7 @@ export function socketWatchFor(ctx: ClientContext): SocketWatch | null {
     getToken: ctx.config.getToken,
     sourceId: () => ctx.sourceRef.current,
     connect,
+    protocol: () => ctx.transport.protocol,
+    onPage: (page) => ctx.notified.offer(page),
   });
 }

@@ -7,6 +7,7 @@
 import * as z from 'zod/mini';
 import '../core/protocol/zod.js';
 import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage } from '../core/protocol/read-path.js';
+import { ChangedMessage } from '../core/protocol/notify.js';
 import { type CommittedRow, type SnapshotRow } from '../core/protocol/rows.js';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -27,3 +28,5 @@ const snapshotRows = z.array(z.unknown()).check(z.refine((rows) => rows.every((r
 export const PullAnswer = z.extend(PullResponse, { bundles: z.array(z.extend(PulledBundle, { rows: committedRows })) });
 export const CommittedRowsAnswer = z.extend(CommittedBundlePage, { rows: committedRows });
 export const SnapshotAnswer = z.extend(SnapshotPage, { rows: snapshotRows });
+/** A push notification, with the pull page it may carry checked like a pulled one. */
+export const NotifiedChange = z.extend(ChangedMessage, { pull: z.optional(PullAnswer) });

@@ -124,6 +124,11 @@ export interface Limits {
   readonly wsConnectionTtlSeconds: number;
   /** How long a commit's answer may wait for its notifications to be posted (AWS). */
   readonly notifyTimeoutMs: number;
+  /**
+   * The largest pull page a notification carries (protocol §5.9): a commit's bundle up to this
+   * size goes to the user's sockets with its rows, so their devices need no pull for it.
+   */
+  readonly notifyPageBytesMax: number;
   /** Staging push sessions one user may hold at once (protocol §8); over it: 429 rate_limited. */
   readonly maxOpenPushSessionsPerUser: number;
   /** Snapshot sessions one user may hold at once (protocol §8); each is a copy of all their rows. */
@@ -207,6 +212,7 @@ export const defaultLimits: Limits = Object.freeze({
   maxWsConnectionsPerUser: 32,
   wsConnectionTtlSeconds: 2 * 60 * 60,
   notifyTimeoutMs: 1000,
+  notifyPageBytesMax: 64 * 1024,
   responseEnvelopeBytes: 2048,
   pageEnvelopeBytes: 1024,
   maxOpenPushSessionsPerUser: 64,

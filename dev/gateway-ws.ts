@@ -12,7 +12,8 @@ import { type Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { type JWTPayload } from 'jose';
 import { sql } from '../core/db/index.js';
-import { isStorableUserId, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
+import { isStorableUserId, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, WS_PATH, WS_PROTOCOL_PARAM, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
+import { type ProtocolVersion } from '../core/protocol/version.js';
 import { NOTIFY_LAYOUT_VERSION } from '../core/sync/notify/connections.js';
 import { type Runtime } from '../functions/index.js';
 
@@ -60,9 +61,12 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     socket.once('close', () => {
       if (!served) release(userId);
     });
+    // The protocol the socket's pull pages are rendered in (§5.9); none asked, none sent.
+    const asked = url.searchParams.get(WS_PROTOCOL_PARAM);
+    const protocol: ProtocolVersion | undefined = asked === '1' ? 1 : asked === '2' ? 2 : undefined;
     wss.handleUpgrade(req, socket, head, (ws) => {
       served = true;
-      serve(ws, userId, typeof claims?.exp === 'number' ? claims.exp : undefined);
+      serve(ws, userId, typeof claims?.exp === 'number' ? claims.exp : undefined, protocol);
     });
   }
 
@@ -72,8 +76,11 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     else perUser.delete(userId);
   }
 
-  /** `exp`: the token's expiry (seconds since the epoch); the socket is closed then (1008, "token expired"). */
-  function serve(ws: WebSocket, userId: string, exp: number | undefined): void {
+  /**
+   * `exp`: the token's expiry (seconds since the epoch); the socket is closed then (1008, "token
+   * expired"). `protocol`: the socket takes pull pages with its notifications, in that protocol.
+   */
+  function serve(ws: WebSocket, userId: string, exp: number | undefined, protocol: ProtocolVersion | undefined): void {
     let expiry: NodeJS.Timeout | undefined;
     if (exp !== undefined) {
       // Timers hold at most 2^31-1 ms (~24.8 days); a later expiry is checked again then.
@@ -86,13 +93,28 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     }
     const feed = runtime.feed;
     let lastSent = -1;
-    const send = (latest: number) => {
-      if (latest <= lastSent || ws.readyState !== ws.OPEN) return;
+    /** The highest bundle whose page is being read for this socket: its plain signal waits for it. */
+    let reading = -1;
+    /**
+     * `page`: the raw JSON of the bundle's pull page, spliced in as it came from PostgreSQL. A page
+     * still goes after a plain message of the same bundle (PostgreSQL's signal can beat this
+     * process's own announcement): a device that has not pulled yet uses it.
+     */
+    const send = (latest: number, page?: string | null) => {
+      if (latest < lastSent || (latest === lastSent && !page) || ws.readyState !== ws.OPEN) return;
       lastSent = latest;
       const message: ChangedMessage = { type: 'changed', latest_bundle_seq: latest };
-      ws.send(JSON.stringify(message));
+      const text = JSON.stringify(message);
+      ws.send(page ? `${text.slice(0, -1)},"pull":${page}}` : text);
     };
-    const unsubscribe = feed?.subscribe(userId, (seq) => {
+    const unsubscribe = feed?.subscribe(userId, (seq, page) => {
+      if (seq !== null && page && protocol) {
+        reading = Math.max(reading, seq);
+        void page(protocol).then((text) => send(seq, text), () => send(seq));
+        return;
+      }
+      // PostgreSQL's repeat of a commit whose page is on its way: the page's message announces it.
+      if (seq !== null && seq <= reading && protocol) return;
       if (seq !== null) return send(seq);
       // The feed reconnected and may have missed commits: one point read tells.
       runtime.db

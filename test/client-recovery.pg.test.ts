@@ -354,28 +354,35 @@ describe('web client: pruned history and small responses', () => {
     expect((await b.client.pendingStatus()).rebuildRequired).toBe(false);
   });
 
-  it('a committed push whose replay fell below the floor acknowledges its tuple and rebuilds (rule 4)', async () => {
-    const a = await device('u-floor');
-    await a.client.attach('u-floor');
-    await write.list(a.db, uuid(), 'mine');
-    h.hooks.push(async (event, next) => {
-      if (!event.rawPath.endsWith('/push-sessions')) throw new Error(`unexpected ${event.rawPath}`);
-      return next();
+  for (const oneRequest of [false, true]) {
+    it(`a committed push whose replay fell below the floor acknowledges its tuple and rebuilds (rule 4; ${oneRequest ? 'one request' : 'staged session'})`, async () => {
+      const user = `u-floor-${oneRequest ? 'one' : 'staged'}`;
+      const a = await device(user, { config: { pushInOneRequest: oneRequest } });
+      await a.client.attach(user);
+      await write.list(a.db, uuid(), 'mine');
+      const commitThenPrune: Hook = async (event, next) => {
+        expect(event.rawPath).toMatch(oneRequest ? /\/push-sessions$/ : /\/commit$/);
+        const answer = await next();
+        // Other writers commit and maintenance prunes before the client can fetch its rows.
+        for (let i = 0; i < 4; i++) await serverBundle(user, `server ${i}`);
+        await prune();
+        return answer;
+      };
+      if (oneRequest) h.hooks.push(commitThenPrune);
+      else {
+        h.hooks.push(async (event, next) => {
+          if (!event.rawPath.endsWith('/push-sessions')) throw new Error(`unexpected ${event.rawPath}`);
+          return next();
+        });
+        h.hooks.push((_e, next) => next());
+        h.hooks.push(commitThenPrune);
+      }
+      const result = await a.client.pushPending();
+      expect(result).toMatchObject({ status: 'committed', sourceBundleId: 1 });
+      expect(await a.client.pendingStatus()).toMatchObject({ nextSourceBundleId: 2, frozenRows: 0, dirtyRows: 0, rebuildRequired: false, checkpoint: 5 });
+      await expectConverged(s, user, a);
     });
-    h.hooks.push((_e, next) => next());
-    h.hooks.push(async (event, next) => {
-      expect(event.rawPath).toMatch(/\/commit$/);
-      const answer = await next();
-      // Other writers commit and maintenance prunes before the client can fetch its rows.
-      for (let i = 0; i < 4; i++) await serverBundle('u-floor', `server ${i}`);
-      await prune();
-      return answer;
-    });
-    const result = await a.client.pushPending();
-    expect(result).toMatchObject({ status: 'committed', sourceBundleId: 1 });
-    expect(await a.client.pendingStatus()).toMatchObject({ nextSourceBundleId: 2, frozenRows: 0, dirtyRows: 0, rebuildRequired: false, checkpoint: 5 });
-    await expectConverged(s, 'u-floor', a);
-  });
+  }
 
   it('bundles too big for one pull response arrive with rows_omitted and are completed page by page', async () => {
     const a = await device('u-omitted');

@@ -3,6 +3,8 @@
  * cut by terminating its backend from a second connection while the commit statement runs, while
  * deferred constraints fire at its end, and after it committed (the answer lost on the way back).
  * Every retry converges to one bundle, never two, and never zero when the first one committed.
+ * Both ways a client commits: the staged session (create, chunk, commit) and the one request
+ * whose create carries the rows (`single_request_push`), which stages and commits at once.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +14,13 @@ import { startTestServer, type TestServer } from './support/server.js';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uuid = () => randomUUID();
 
-describe('exactly-once commit under connection cuts', () => {
+/** A request that commits: a session's commit, or a create that carries its rows. */
+function commits(event: { rawPath: string; body?: string }): boolean {
+  if (event.rawPath.endsWith('/commit')) return true;
+  return event.rawPath.endsWith('/push-sessions') && Array.isArray((JSON.parse(event.body ?? '{}') as { rows?: unknown }).rows);
+}
+
+for (const oneRequest of [false, true]) describe(`exactly-once commit under connection cuts (${oneRequest ? 'one request' : 'staged session'})`, () => {
   let s: TestServer;
   /** When set, the next commit answer is replaced by a failure after the commit ran (the answer is lost). */
   let dropNextCommitAnswer = false;
@@ -23,8 +31,8 @@ describe('exactly-once commit under connection cuts', () => {
     s = await startTestServer({
       intercept: async (event, next) => {
         const answer = (await next()) as { statusCode: number; body?: string };
-        if (event.rawPath.endsWith('/commit')) commitAnswers.push(`${answer.statusCode} ${String(JSON.parse(answer.body ?? '{}').error ?? '')}`.trim());
-        if (dropNextCommitAnswer && event.rawPath.endsWith('/commit')) {
+        if (commits(event)) commitAnswers.push(`${answer.statusCode} ${String(JSON.parse(answer.body ?? '{}').error ?? '')}`.trim());
+        if (dropNextCommitAnswer && commits(event)) {
           dropNextCommitAnswer = false;
           throw new Error('injected: the connection broke after the commit');
         }
@@ -72,7 +80,7 @@ describe('exactly-once commit under connection cuts', () => {
   for (const [when, body] of [['while the commit statement runs', 'stall in statement'], ['while deferred constraints fire at its end', 'stall at end']] as const) {
     it(`a cut ${when}: commit_outcome_unknown, and the retry commits exactly once`, async () => {
       const user = `u-cut-${body.replaceAll(' ', '-')}`;
-      const a = await openDevice(s, user);
+      const a = await openDevice(s, user, { config: { pushInOneRequest: oneRequest } });
       const b = await openDevice(s, user);
       devices.push(a, b);
       await a.client.attach(user);
@@ -96,7 +104,7 @@ describe('exactly-once commit under connection cuts', () => {
 
   it('a cut after the commit (its answer lost): the retry answers the same bundle, not a second one', async () => {
     const user = 'u-cut-after';
-    const a = await openDevice(s, user);
+    const a = await openDevice(s, user, { config: { pushInOneRequest: oneRequest } });
     devices.push(a);
     await a.client.attach(user);
     const listId = uuid();
@@ -105,7 +113,8 @@ describe('exactly-once commit under connection cuts', () => {
     const from = commitAnswers.length;
     const result = await a.client.pushPending();
     expect(dropNextCommitAnswer).toBe(false);
-    // Committed, its answer lost, and the commit retried: the same bundle answered again.
+    // Committed, its answer lost, and the commit retried: the same bundle answered again (by the
+    // commit of the same session, or by the create that carried the rows: already committed).
     expect(commitAnswers.slice(from)).toEqual(['200', '200']);
     expect(result).toMatchObject({ status: 'committed', sourceBundleId: 1, rowCount: 1 });
     expect((await bundlesOf(user)).map((b) => b.n)).toEqual([1]);

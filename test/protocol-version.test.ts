@@ -14,7 +14,11 @@ const RECORDED: Record<number, string> = {
   // Protocol 2 (issue 23): json and jsonb values as a JSON string of their text, asked for with
   // the Sync-Protocol-Version header; capabilities gain min_protocol_version. With it, the
   // additive fields of protocol 1 above.
-  2: '9719e9a8818324cad59acff1ee66a6bd0a05ae8eca8849721aa8b523b23db6f0',
+  // Additive (issue 24 item 4): a push-session create may carry the whole bundle (`rows`) and is
+  // then answered as commit answers (`status: "committed"`), announced as `single_request_push`;
+  // a `changed` notification may carry the bundle's pull page (`pull`) on a socket that named its
+  // protocol in the upgrade.
+  2: '8dc523b09735076c47dc1092ffd2f059830c995379f11d12fb14c6955b6d4f1d',
 };
 
 describe('protocol version', () => {

@@ -14,12 +14,12 @@ import WebSocket from 'ws';
 import { loadConfig } from '../core/config.js';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
-import { startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
+import { createFanOut, startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
 import { createRuntime, type Runtime } from '../functions/index.js';
 import { THIS_BUILD } from '../core/sync/index.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
 import { type WebSocketFactory, type WebSocketLike } from '../client-web/watch-socket.js';
-import { openDevice, write, type Device } from './support/client-harness.js';
+import { expectConverged, openDevice, write, type Device } from './support/client-harness.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { apiClient, signToken, startTestServer, TEST_JWT_SECRET, type TestServer } from './support/server.js';
 import { APP_TABLES } from './support/schemas.js';
@@ -261,5 +261,102 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
     } finally {
       await feed.close();
     }
+  });
+});
+
+describe('a commit reaches the sockets from the process that answered it', () => {
+  let t: TestDb;
+  let gateway: Gateway | undefined;
+  beforeAll(async () => {
+    t = await openAppDb();
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await t?.close();
+  });
+
+  it('a push committed through this gateway is announced to its sockets without PostgreSQL\'s signal', async () => {
+    // A feed that says it listens but never hears PostgreSQL: only the gateway's own announcement can arrive.
+    const feed = createFanOut();
+    feed.listener = { listening: true, close: async () => undefined };
+    const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
+    gateway = await startGateway({ runtime: createRuntime(config, t.db.pool, THIS_BUILD, { feed }), auth: { secret: TEST_JWT_SECRET } });
+    const writer = apiClient(gateway.url, 'announce-user', 'src-writer');
+    await initEmpty(writer);
+    const socket = await openSocket(gateway.url, { token: await signToken('announce-user'), source_id: 'src-reader' });
+    try {
+      await pushOk(writer, [list(uuid(), 'announced')], { sourceBundleId: 1 });
+      expect(await socket.next(2000)).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+    } finally {
+      socket.close();
+    }
+  });
+});
+
+describe('a notification carries the pull page of a commit this gateway answered (§5.9)', () => {
+  let s: TestServer;
+  const devices: Device[] = [];
+  /** Pull requests, by source id. */
+  const pulls: string[] = [];
+  beforeAll(async () => {
+    s = await startTestServer({
+      intercept: async (event, next) => {
+        if (event.rawPath === '/sync/pull') pulls.push(String(event.headers['sync-source-id']));
+        return next();
+      },
+    });
+  });
+  afterAll(async () => {
+    for (const d of devices) await d.close();
+    await s?.close();
+  });
+
+  it('a socket that named its protocol gets the bundle\'s pull page, as the pull answers it; one that did not gets none', async () => {
+    const writer = s.client('page-user', 'src-writer');
+    await initEmpty(writer);
+    const token = await signToken('page-user');
+    const withPage = await openSocket(s.url, { token, source_id: 'src-page', protocol: '2' });
+    const plain = await openSocket(s.url, { token, source_id: 'src-plain' });
+    try {
+      const listId = uuid();
+      await pushOk(writer, [list(listId, 'carried'), item(uuid(), listId, 'along')], { sourceBundleId: 1 });
+      type Changed = { type: string; latest_bundle_seq: number; pull?: { bundles: { rows: unknown[] }[] } };
+      // PostgreSQL's signal of the commit may come first, plain; the page follows it.
+      let message = (await withPage.next()) as Changed;
+      if (!message.pull) {
+        expect(message).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+        message = (await withPage.next()) as Changed;
+      }
+      const pulled = await writer.request('GET', '/sync/pull?after_bundle_seq=0&target_bundle_seq=1', undefined, { 'sync-protocol-version': '2' });
+      expect(message).toEqual({ type: 'changed', latest_bundle_seq: 1, pull: pulled.body });
+      expect(message.pull?.bundles[0]?.rows).toHaveLength(2);
+      expect(await plain.next()).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+    } finally {
+      withPage.close();
+      plain.close();
+    }
+  });
+
+  it('the client applies the page its notification brought, without a pull', async () => {
+    const a = await openDevice(s, 'page-devices');
+    const b = await openDevice(s, 'page-devices', { config: { watch: 'websocket', webSocket: wsFactory } });
+    devices.push(a, b);
+    const listId = uuid();
+    await write.list(a.db, listId, 'shared');
+    await a.client.attach('page-devices');
+    await b.client.attach('page-devices');
+    expect((await b.client.watch()).changed).toBe(true);
+    await b.client.sync();
+    const waiting = b.client.watch();
+    await write.item(a.db, uuid(), listId, 'carried to b');
+    await a.client.sync();
+    expect(await waiting).toEqual({ changed: true, latestBundleSeq: 2 });
+    const bSource = (await b.client.pendingStatus()).sourceId;
+    const before = pulls.filter((p) => p === bSource).length;
+    const result = await b.client.sync();
+    expect(result.pull).toMatchObject({ bundlesApplied: 1, rowsApplied: 1, checkpoint: 2 });
+    expect(pulls.filter((p) => p === bSource).length).toBe(before);
+    expect((await b.db.query('SELECT body FROM items')).map((r) => r['body'])).toEqual(['carried to b']);
+    await expectConverged(s, 'page-devices', a, b);
   });
 });

@@ -25,5 +25,5 @@ export { ColumnSpec, TableSpec, CapabilitiesResponse, Conflict, ErrorBody } from
 export { MIN_PROTOCOL_VERSION, PROTOCOL_HEADER, PROTOCOL_VERSION, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, type ProtocolVersion } from './version.js';
 export { wireCategory, type WireCategory } from './wire-types.js';
 export { jsonStringBytes, serializedBytes, serializedBytesWithBody, serializedOver, utf8Bytes } from './wire-bytes.js';
-export { ChangedMessage, PingMessage, WS_PATH, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from './notify.js';
+export { ChangedMessage, PingMessage, WS_PATH, WS_PROTOCOL_PARAM, WS_SOURCE_PARAM, WS_TOKEN_PARAM } from './notify.js';
 export { USER_ID_MAX_CHARS, isStorableUserId, userIdProblem } from './user-id.js';

@@ -6,11 +6,18 @@
  */
 import * as z from 'zod/mini';
 import './zod.js';
+import { PullResponse } from './read-path.js';
 
 const count = z.int().check(z.nonnegative());
 
-/** After each commit of the user: the latest bundle_seq; the device pulls when it is behind. */
-export const ChangedMessage = z.object({ type: z.literal('changed'), latest_bundle_seq: count });
+/**
+ * After each commit of the user: the latest bundle_seq; the device pulls when it is behind. On a
+ * socket that named its protocol (`protocol` in the upgrade), a commit the server announces
+ * itself may come with `pull`: the pull page of that one bundle, exactly what `GET /sync/pull?
+ * after_bundle_seq=n-1&target_bundle_seq=n` answers in that protocol, when it is small and whole
+ * (`notify_page_bytes_max`), so a device whose checkpoint is n-1 applies it without a pull.
+ */
+export const ChangedMessage = z.object({ type: z.literal('changed'), latest_bundle_seq: count, pull: z.optional(PullResponse) });
 export type ChangedMessage = z.infer<typeof ChangedMessage>;
 
 /**
@@ -28,5 +35,7 @@ export type PingMessage = z.infer<typeof PingMessage>;
 /** Query parameters of the upgrade request. */
 export const WS_TOKEN_PARAM = 'token';
 export const WS_SOURCE_PARAM = 'source_id';
+/** The protocol (1 or 2) the socket's `pull` pages are rendered in; absent, none are sent. */
+export const WS_PROTOCOL_PARAM = 'protocol';
 /** The path of the WebSocket on the local gateway (in AWS the WebSocket API has its own URL). */
 export const WS_PATH = '/sync/ws';

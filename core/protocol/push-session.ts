@@ -11,6 +11,11 @@ export const PushSessionCreateRequest = z.strictObject({
   planned_row_count: z.int().check(z.gte(1), z.lte(Number.MAX_SAFE_INTEGER)),
   initialization_id: z.optional(z.nullable(z.uuid())),
   request_hash: z.optional(z.nullable(hexDigest)),
+  /**
+   * The whole bundle (`planned_row_count` rows): staged and committed in this one request, which
+   * answers as commit does (docs/protocol.md §5.2; capabilities' `single_request_push`).
+   */
+  rows: z.optional(z.array(PushedRow).check(z.minLength(1))),
 });
 export type PushSessionCreateRequest = z.infer<typeof PushSessionCreateRequest>;
 
@@ -31,7 +36,10 @@ export const PushSessionStaging = z.object({
   expires_at: z.string(),
 });
 export const PushSessionAlreadyCommitted = z.extend(BundleSummary, { status: z.literal('already_committed') });
-export const PushSessionCreateResponse = z.discriminatedUnion('status', [PushSessionStaging, PushSessionAlreadyCommitted]);
+export const CommitResponse = z.extend(BundleSummary, { status: z.literal('committed') });
+export type CommitResponse = z.infer<typeof CommitResponse>;
+/** `committed` only for a create that carried its rows (`rows`). */
+export const PushSessionCreateResponse = z.discriminatedUnion('status', [PushSessionStaging, PushSessionAlreadyCommitted, CommitResponse]);
 export type PushSessionCreateResponse = z.infer<typeof PushSessionCreateResponse>;
 
 export const ChunkRequest = z.strictObject({
@@ -42,6 +50,3 @@ export type ChunkRequest = z.infer<typeof ChunkRequest>;
 
 export const ChunkResponse = z.object({ push_id: z.uuid(), next_expected_row_ordinal: count });
 export type ChunkResponse = z.infer<typeof ChunkResponse>;
-
-export const CommitResponse = z.extend(BundleSummary, { status: z.literal('committed') });
-export type CommitResponse = z.infer<typeof CommitResponse>;

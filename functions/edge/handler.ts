@@ -13,6 +13,7 @@ import { pageBudgetBytes } from '../../core/sync/context.js';
 import { fitBody } from './answer-budget.js';
 import { NOTIFY_LAYOUT_VERSION } from '../../core/sync/notify/connections.js';
 import { errorAnswer, isLayoutDrift, toHttp, type EdgeAnswer, type HttpResult } from './http.js';
+import { notifiedPage } from './notified-page.js';
 import { actorOf, readRequest, requireOperator, type EdgeRequest, type HttpApiEvent } from './request.js';
 import { runtimeFromEnv, type Runtime } from './runtime.js';
 import { consoleTelemetry, type MetricName, type Telemetry } from './telemetry.js';
@@ -34,10 +35,11 @@ export interface RouteContext {
    */
   readonly deadline: number;
   /**
-   * Marks that this request committed a bundle of `userId`: once the route has answered, the
-   * user's WebSocket connections are told (AWS); a long-running server's feed hears it anyway.
+   * Marks that this request committed bundle `bundleSeq` of `userId`: once the route has answered,
+   * the user's WebSocket connections are told (AWS); a long-running server's feed tells its own at
+   * once (before this answer leaves), and hears it again from PostgreSQL.
    */
-  committed(userId: string): void;
+  committed(userId: string, bundleSeq: number): void;
   /** Counts a metric of this request (published when it finishes; Lambda only). */
   count(metric: MetricName, value?: number): void;
 }
@@ -219,7 +221,11 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         sync: async () => ({ db: requestDb, limits: rt.config.limits, catalog: await catalog(), pending: rt.pending }),
         signal: context?.signal instanceof AbortSignal ? context.signal : undefined,
         deadline,
-        committed: (userId) => void committedUsers.add(userId),
+        committed: (userId, bundleSeq) => {
+          committedUsers.add(userId);
+          // The rows go with it to the sockets that can take them (read only if one asks).
+          rt.feed?.announce(userId, bundleSeq, notifiedPage(rt, actor, bundleSeq));
+        },
         count: (metric, value) => rt.telemetry.count(metric, value),
       };
       const committedUsers = new Set<string>();

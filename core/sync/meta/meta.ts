@@ -22,6 +22,11 @@ export const FEATURES = Object.freeze({
    * fit are left out and marked (`server_row_omitted`), long texts shortened (protocol §6).
    */
   budgeted_answers: true,
+  /**
+   * A push-session create may carry the whole bundle (`rows`): staged and committed in that one
+   * request, answered as commit answers (protocol §5.2).
+   */
+  single_request_push: true,
 });
 
 export function capabilities(catalog: Catalog, limits: Limits, appName: string): CapabilitiesResponse {

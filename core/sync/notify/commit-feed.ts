@@ -7,13 +7,23 @@
  * connection, not a thousand (issue 15 item 8, issue 18).
  */
 import { listen, type Listener } from '../../db/listen.js';
+import { type ProtocolVersion } from '../../protocol/version.js';
 import { LAYOUT_CHANNEL } from './channels.js';
 
 export const COMMIT_CHANNEL = 'lockstep_commit';
 export { LAYOUT_CHANNEL };
 
-/** `bundleSeq` of a commit of the user, or null: signals may have been missed, check again. */
-export type CommitSignal = (bundleSeq: number | null) => void;
+/**
+ * The pull page of one announced bundle in a protocol's json form, as raw JSON text, or null when
+ * it is not small and whole (protocol §5.9); read once per protocol, however many sockets ask.
+ */
+export type PageLoader = (protocol: ProtocolVersion) => Promise<string | null>;
+
+/**
+ * `bundleSeq` of a commit of the user, or null: signals may have been missed, check again. `page`
+ * comes with a commit this process announced itself (not with PostgreSQL's signal).
+ */
+export type CommitSignal = (bundleSeq: number | null, page?: PageLoader) => void;
 
 export type WaitOutcome = 'signalled' | 'timeout' | 'aborted';
 
@@ -22,6 +32,19 @@ export interface CommitFeed {
   readonly listening: boolean;
   /** Calls `fn` for every commit of `userId` (and with null after a reconnect); answers the unsubscribe. */
   subscribe(userId: string, fn: CommitSignal): () => void;
+  /**
+   * A commit this process made itself (a push it answered): delivered to the user's subscribers at
+   * once, before the LISTEN signal of the same commit, which follows a round trip through
+   * PostgreSQL later and repeats it (the WebSockets send each bundle seq once; a long poll reads
+   * the user's latest again).
+   */
+  announce(userId: string, bundleSeq: number, page?: PageLoader): void;
+  /**
+   * This process is committing a push of `userId`: until the answer `done` is called (after the
+   * announcement), PostgreSQL's plain signals for the user are held back, so the announcement
+   * with its page comes first; then the held signal goes out (subscribers skip what they had).
+   */
+  committing(userId: string): () => void;
   /** Waits for the next signal for `userId`, at most `timeoutMs`, or until `signal` aborts. */
   wait(userId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome>;
   /** Calls `fn` when bootstrap committed a change (and after a reconnect: one may have been missed). */
@@ -32,10 +55,16 @@ export interface CommitFeed {
 }
 
 /** A feed that fans signals out to subscribers; `deliver` and `reset` feed it. */
-export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq: number): void; layoutChanged(): void; reset(): void; listener: Listener | undefined } {
+export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq: number, page?: PageLoader): void; layoutChanged(): void; reset(): void; listener: Listener | undefined } {
   const byUser = new Map<string, Set<CommitSignal>>();
   const layoutListeners = new Set<() => void>();
   let subscribers = 0;
+  /** Pushes of a user this process is committing, and the highest signal held back meanwhile. */
+  const inFlight = new Map<string, number>();
+  const held = new Map<string, number>();
+  const fanOut = (userId: string, bundleSeq: number, page?: PageLoader) => {
+    for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq, page);
+  };
   const feed = {
     listener: undefined as Listener | undefined,
     get listening() {
@@ -66,8 +95,29 @@ export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq
         signal?.addEventListener('abort', onAbort, { once: true });
       });
     },
-    deliver(userId: string, bundleSeq: number) {
-      for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq);
+    deliver(userId: string, bundleSeq: number, page?: PageLoader) {
+      if (!page && inFlight.has(userId)) {
+        held.set(userId, Math.max(held.get(userId) ?? bundleSeq, bundleSeq));
+        return;
+      }
+      fanOut(userId, bundleSeq, page);
+    },
+    announce(userId: string, bundleSeq: number, page?: PageLoader) {
+      fanOut(userId, bundleSeq, page);
+    },
+    committing(userId: string) {
+      inFlight.set(userId, (inFlight.get(userId) ?? 0) + 1);
+      let ended = false;
+      return () => {
+        if (ended) return;
+        ended = true;
+        const left = (inFlight.get(userId) ?? 1) - 1;
+        if (left > 0) return void inFlight.set(userId, left);
+        inFlight.delete(userId);
+        const seq = held.get(userId);
+        held.delete(userId);
+        if (seq !== undefined) fanOut(userId, seq);
+      };
     },
     onLayout(fn: () => void) {
       layoutListeners.add(fn);

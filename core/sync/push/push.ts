@@ -15,6 +15,10 @@ export async function createPushSession(ctx: SyncContext, actor: Actor, request:
   if (request.planned_row_count > ctx.limits.maxRowsPerBundle) {
     throw new SyncError('payload_too_large', `planned_row_count ${request.planned_row_count} exceeds max_rows_per_bundle ${ctx.limits.maxRowsPerBundle}`);
   }
+  // A create that carries its rows carries all of them (the edge stages and commits them at once).
+  if (request.rows && request.rows.length !== request.planned_row_count) {
+    throw new SyncError('invalid_request', `rows holds ${request.rows.length} rows but planned_row_count is ${request.planned_row_count}: a create that carries rows carries the whole bundle`);
+  }
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.push_create(${actor.userId}, ${actor.sourceId}, ${request.source_bundle_id}, ${request.planned_row_count},
       ${request.initialization_id ?? null}::uuid, ${request.request_hash ?? null}, ${ctx.limits.pushSessionTtlSeconds},

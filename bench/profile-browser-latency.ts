@@ -1,0 +1,217 @@
+/**
+ * Where the time of a write → other browser goes (bench/browser-latency.ts measures it; this
+ * explains it), outside `npm run bench`: the demo app in two chromium contexts of one user, with
+ * the sync worker built from bench/lib/trace-worker.ts, so every SQL call (with its OPFS flushes,
+ * reads and writes), fetch, WebSocket message and postMessage of both workers, and every message
+ * between each page and its worker, lands on one timeline per write, relative to the click.
+ *
+ *   npx tsx bench/profile-browser-latency.ts [writes=8] [printed=3]
+ *
+ * Prints the timelines of the last `printed` writes and, over all writes, the medians of each
+ * kind of event's time and OPFS calls.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { build } from 'esbuild';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
+import { buildDemo } from '../dev/build-demo.js';
+import { startBenchServer } from './lib/server.js';
+import { startSideDatabase } from './lib/server.js';
+import type { TraceEvent } from './lib/worker-trace.js';
+
+const writes = Number(process.argv[2] ?? 8);
+const printed = Number(process.argv[3] ?? 3);
+const ROOT = resolve(import.meta.dirname, '..');
+const epoch = () => performance.timeOrigin + performance.now();
+
+/** Records, in the page, every message to and from the sync worker with its time. */
+const RECORD_PAGE = `(() => {
+  const seen = [];
+  globalThis.__pageTrace = seen;
+  const now = () => performance.timeOrigin + performance.now();
+  const Original = globalThis.Worker;
+  globalThis.Worker = class extends Original {
+    constructor(url, options) {
+      super(url, options);
+      this.addEventListener('message', (event) => {
+        const d = event.data;
+        const t = now();
+        seen.push({ kind: 'page-in', what: d.t + (d.event ? ' ' + d.event.type + (d.event.tables ? ' ' + d.event.tables.join(',') : '') : '') + (d.id !== undefined ? ' #' + d.id : ''), start: t, end: t });
+      });
+    }
+    postMessage(message, transfer) {
+      const t = now();
+      seen.push({ kind: 'page-out', what: message.t + ' ' + (message.method || '') + ' #' + (message.id ?? '') + (message.method === 'query' || message.method === 'run' ? ' ' + String(message.args[0]).slice(0, 50) : ''), start: t, end: t });
+      return super.postMessage(message, transfer);
+    }
+  };
+})();`;
+
+const waitForRow = (title: string) => `(() => {
+  globalThis.__rendered = new Promise((resolve) => {
+    const selector = ${JSON.stringify(`[data-testid="todo"][data-title="${title}"]`)};
+    const observer = new MutationObserver(() => {
+      if (!document.querySelector(selector)) return;
+      observer.disconnect();
+      resolve(performance.timeOrigin + performance.now());
+    });
+    observer.observe(document.body, { subtree: true, childList: true, attributes: true });
+  });
+})()`;
+
+const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
+
+async function drain(page: Page): Promise<TraceEvent[]> {
+  const own = (await page.evaluate('globalThis.__pageTrace.splice(0)')) as TraceEvent[];
+  const worker = page.workers()[0];
+  const inWorker = worker ? ((await worker.evaluate('globalThis.__trace.splice(0)')) as TraceEvent[]) : [];
+  return [...own, ...inWorker];
+}
+
+function fmtIo(e: TraceEvent): string {
+  const io = e.io;
+  if (!io || io.flush + io.read + io.write + io.truncate + io.getSize === 0) return '';
+  return ` [opfs ${io.ms.toFixed(1)} ms: flush ${io.flush} (${io.flushMs.toFixed(1)} ms) w ${io.write} r ${io.read} t ${io.truncate} s ${io.getSize}]`;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : (s[Math.floor((s.length - 1) / 2)] as number);
+};
+
+async function main(): Promise<void> {
+  const server = await startBenchServer();
+  const outDir = mkdtempSync(join(tmpdir(), 'lockstep-profile-latency-'));
+  await buildDemo(outDir, { react: 'production' });
+  // The traced worker replaces the demo's.
+  await build({
+    entryPoints: { worker: join(ROOT, 'bench/lib/trace-worker.ts') },
+    outdir: outDir,
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'es2022',
+    absWorkingDir: ROOT,
+    external: ['fs', 'path', 'url', 'module', 'worker_threads'],
+    define: { 'process.env.NODE_ENV': '"production"', LOCKSTEP_TRACE_JOURNAL: JSON.stringify(process.env['JOURNAL'] ?? '') },
+    logLevel: 'warning',
+  });
+  const served: (TraceEvent & { who: string })[] = [];
+  // When each request reached Node and when its answer was handed to the socket.
+  const emit = http.Server.prototype.emit;
+  http.Server.prototype.emit = function (this: http.Server, event: string, ...args: unknown[]) {
+    if (event === 'request') {
+      const [req, res] = args as [http.IncomingMessage, http.ServerResponse];
+      const start = epoch();
+      if (req.url?.startsWith('/sync/')) res.on('finish', () => served.push({ kind: 'node', what: `${req.method} ${req.url?.replace(/[0-9a-f-]{36}/g, ':id').replace(/\?.*/, '')} (arrived → answer sent)`, start, end: epoch(), who: 'S' }));
+    }
+    return (emit as (this: http.Server, event: string, ...rest: unknown[]) => boolean).call(this, event, ...args);
+  } as typeof emit;
+  const server2 = await startSideDatabase(server, 'profile_latency', {
+    schemaSql: DEMO_SCHEMA_SQL,
+    tables: DEMO_SYNC_TABLES,
+    staticDir: outDir,
+    devTokens: true,
+    feed: true,
+    intercept: async (event, next) => {
+      const start = epoch();
+      const result = await next();
+      if (event.rawPath.startsWith('/sync/')) {
+        served.push({ kind: 'server', what: `${event.requestContext.http.method} ${event.rawPath.replace(/[0-9a-f-]{36}/g, ':id')} (handler)`, start, end: epoch(), who: 'S' });
+      }
+      return result;
+    },
+  });
+  const launch = { executablePath: process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] };
+  // PERSISTENT=1: each device is a browser with a profile on disk (OPFS in files), as a person's
+  // browser is; otherwise two contexts of one browser, which keep OPFS in memory (incognito-like).
+  const persistent = process.env['PERSISTENT'] === '1';
+  const browser = persistent ? null : await chromium.launch(launch);
+  const profiles: string[] = [];
+  const contexts: BrowserContext[] = [];
+  const perKind = new Map<string, number[]>();
+  const add = (key: string, value: number) => perKind.set(key, [...(perKind.get(key) ?? []), value]);
+  try {
+    const open = async () => {
+      const options = { baseURL: server2.url, viewport: { width: 1100, height: 800 } };
+      let context: BrowserContext;
+      if (browser) context = await browser.newContext(options);
+      else {
+        const dir = mkdtempSync(join(process.env['PROFILE_DIR'] ?? tmpdir(), 'lockstep-profile-browser-'));
+        profiles.push(dir);
+        context = await chromium.launchPersistentContext(dir, { ...launch, ...options });
+      }
+      contexts.push(context);
+      await context.addInitScript(RECORD_PAGE);
+      const page = await context.newPage();
+      await page.goto('/');
+      await byTestId(page, 'user-input').fill('profile-user');
+      await byTestId(page, 'sign-in-button').click();
+      await page.waitForFunction('document.querySelector(\'[data-testid="last-sync"]\')?.textContent?.startsWith("last synced")', undefined, { timeout: 60_000 });
+      return page;
+    };
+    const a = await open();
+    const b = await open();
+    await byTestId(a, 'new-list-title').fill('Profile');
+    await byTestId(a, 'add-list').click();
+    await b.locator('[data-testid="list"][data-title="Profile"]').waitFor({ timeout: 30_000 });
+    await b.locator('[data-testid="list"][data-title="Profile"] [data-testid="list-select"]').click();
+    await a.locator('[data-testid="list"][data-title="Profile"] [data-testid="list-select"]').click();
+    await new Promise((r) => setTimeout(r, 500));
+    for (let i = -2; i < writes; i++) {
+      const title = `profile ${i}`;
+      await drain(a);
+      await drain(b);
+      served.length = 0;
+      await b.evaluate(waitForRow(title));
+      await byTestId(a, 'new-todo-title').fill(title);
+      const clicked = (await a.evaluate(`(() => {
+        const at = performance.timeOrigin + performance.now();
+        document.querySelector('[data-testid="add-todo"]').click();
+        return at;
+      })()`)) as number;
+      const rendered = (await b.evaluate('globalThis.__rendered')) as number;
+      await new Promise((r) => setTimeout(r, 400));
+      if (i < 0) continue;
+      const events = [
+        ...(await drain(a)).map((e) => ({ ...e, who: 'A' })),
+        ...(await drain(b)).map((e) => ({ ...e, who: 'B' })),
+        { kind: 'mark', what: 'ROW RENDERED ON B', start: rendered, end: rendered, who: 'B' },
+        ...served.splice(0),
+      ].sort((x, y) => x.start - y.start);
+      add('total', rendered - clicked);
+      for (const e of events) {
+        if (e.kind === 'sql' || e.kind === 'tx' || e.kind === 'fetch' || e.kind === 'server') {
+          const key = `${e.who} ${e.kind} ${e.what.replace(/ → .*$/, '').replace(/'[^']*'/g, "'…'").slice(0, 70)}`;
+          add(key, e.end - e.start);
+          if (e.io) add(`${key} flushes`, e.io.flush);
+        }
+      }
+      if (i >= writes - printed) {
+        console.log(`\n── write ${i}: ${(rendered - clicked).toFixed(1)} ms click → rendered on B`);
+        for (const e of events) {
+          if (e.start < clicked - 1 || e.start > rendered + 300) continue;
+          const at = (e.start - clicked).toFixed(1).padStart(7);
+          const dur = e.end > e.start ? ` (${(e.end - e.start).toFixed(1)} ms)` : '';
+          console.log(`${at} ${e.who} ${e.kind.padEnd(8)} ${e.what}${dur}${fmtIo(e)}`);
+        }
+      }
+    }
+    console.log('\n── medians over the writes (ms, or counts for flushes)');
+    for (const [key, values] of [...perKind.entries()].sort((x, y) => x[0].localeCompare(y[0]))) {
+      console.log(`${median(values).toFixed(1).padStart(8)} ×${String(values.length).padStart(3)}  ${key}`);
+    }
+  } finally {
+    for (const c of contexts) await c.close().catch(() => undefined);
+    await browser?.close();
+    for (const dir of profiles) rmSync(dir, { recursive: true, force: true });
+    await server2.close();
+    await server.close();
+    rmSync(outDir, { recursive: true, force: true });
+  }
+}
+
+await main();

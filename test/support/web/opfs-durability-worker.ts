@@ -1,0 +1,108 @@
+/**
+ * A dedicated worker for test/opfs-durability.web.test.ts. `write`: opens the OPFS database, commits
+ * `committed` rows (each its own transaction), then starts one more transaction that inserts a row
+ * and never ends; answers once that row is written, so the page can end the worker in the middle of
+ * it (as a closed tab or a crash does: no close, the browser releases the access handles).
+ * `journalMode` opens it in that mode (a database an earlier adapter wrote: `delete`).
+ * `flushes`: counts the sync access handles' flush() calls of one small commit, when it returns
+ * and, for `soon`, whether one follows (`flush` of the adapter: `soon` or `commit`).
+ * `read`: opens the database again (in the default mode) and answers what it holds, its journal and locking modes and
+ * SQLite's integrity check.
+ */
+import { openOpfsSqlite } from '../../../client-web/sqlite/opfs.js';
+import type { SqliteDb } from '../../../client-web/sqlite/port.js';
+
+export type DurabilityJob =
+  | { readonly step: 'write'; readonly name: string; readonly committed: number; readonly journalMode?: 'wal' | 'delete' }
+  | { readonly step: 'read'; readonly name: string }
+  | { readonly step: 'flushes'; readonly name: string; readonly flush: 'soon' | 'commit' };
+
+/** `flushes`: the files' flushes when a one-row COMMIT returned, and whether one followed later. */
+export interface FlushAnswer {
+  readonly atCommit: number;
+  readonly later: boolean;
+}
+
+export interface DurabilityAnswer {
+  readonly journalMode: string;
+  readonly lockingMode: string;
+  readonly synchronous: number;
+  readonly titles: string[];
+  readonly integrity: string;
+}
+
+const scope = globalThis as unknown as { onmessage: ((event: MessageEvent<DurabilityJob>) => unknown) | null; postMessage(message: unknown): void };
+
+/** The previous worker's access handles go a moment after it ended: retry the open briefly. */
+async function open(name: string, journalMode?: 'wal' | 'delete'): Promise<SqliteDb> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await openOpfsSqlite(name, journalMode ? { journalMode } : {});
+    } catch (error) {
+      if (attempt >= 50) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+async function describe(db: SqliteDb): Promise<DurabilityAnswer> {
+  const [journal] = await db.query<{ journal_mode: string }>('PRAGMA journal_mode');
+  const [locking] = await db.query<{ locking_mode: string }>('PRAGMA locking_mode');
+  const [sync] = await db.query<{ synchronous: number }>('PRAGMA synchronous');
+  const rows = await db.query<{ title: string }>('SELECT title FROM notes ORDER BY id');
+  const [check] = await db.query<{ integrity_check: string }>('PRAGMA integrity_check');
+  return {
+    journalMode: String(journal?.journal_mode),
+    lockingMode: String(locking?.locking_mode),
+    synchronous: Number(sync?.synchronous),
+    titles: rows.map((r) => r.title),
+    integrity: String(check?.integrity_check),
+  };
+}
+
+/** Every flush() of a sync access handle in this worker, counted. */
+function countFlushes(): { readonly count: number } {
+  const counter = { count: 0 };
+  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { flush(): void } } }).FileSystemSyncAccessHandle.prototype;
+  const flush = proto.flush;
+  proto.flush = function (this: unknown) {
+    counter.count++;
+    return flush.call(this);
+  };
+  return counter;
+}
+
+async function flushes(name: string, flush: 'soon' | 'commit'): Promise<FlushAnswer> {
+  const db = await openOpfsSqlite(name, { flush });
+  await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
+  // Past the flush of the setup's own commits.
+  await new Promise((r) => setTimeout(r, 200));
+  const counter = countFlushes();
+  await db.transaction((tx) => tx.run('INSERT INTO notes (title) VALUES (?)', ['flushed?']));
+  const atCommit = counter.count;
+  // A flush at commit needs none after it; a later one comes within milliseconds (5 s: a loaded machine).
+  const deadline = Date.now() + (flush === 'soon' ? 5000 : 0);
+  while (counter.count === atCommit && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await db.close();
+  return { atCommit, later: counter.count > atCommit };
+}
+
+scope.onmessage = async (event) => {
+  const job = event.data;
+  try {
+    if (job.step === 'flushes') return scope.postMessage(await flushes(job.name, job.flush));
+    const db = await open(job.name, job.step === 'write' ? job.journalMode : undefined);
+    if (job.step === 'read') return scope.postMessage(await describe(db));
+    await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
+    for (let i = 0; i < job.committed; i++) await db.transaction((tx) => tx.run('INSERT INTO notes (title) VALUES (?)', [`committed ${i}`]));
+    const answer = await describe(db);
+    void db.transaction(async (tx) => {
+      // Enough rows that some pages leave the cache for the WAL before the end that never comes.
+      await tx.runMany('INSERT INTO notes (title) VALUES (?)', Array.from({ length: 2000 }, (_, i) => [`uncommitted ${i} ${'x'.repeat(200)}`]));
+      scope.postMessage(answer);
+      await new Promise(() => undefined);
+    });
+  } catch (error) {
+    scope.postMessage({ error: error instanceof Error ? error.message : String(error) });
+  }
+};
