@@ -273,7 +273,7 @@ describe('client crash safety', () => {
       console.log(`${phase}: ${trace.length} crash points, ${hot} left a hot journal`);
       // Kills inside transactions happened (the journal was there to roll back).
       expect(hot).toBeGreaterThan(0);
-    }, 300_000);
+    });
   }
 
   it('a real SIGKILL at the commit of each transaction kind and after the commit answer', async () => {
@@ -292,5 +292,5 @@ describe('client crash safety', () => {
       }
     }
     expect(cases).toBeGreaterThanOrEqual(9);
-  }, 300_000);
+  });
 });

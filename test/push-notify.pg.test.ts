@@ -24,6 +24,8 @@ import { openAppDb, type TestDb } from './support/server-db.js';
 import { apiClient, signToken, startTestServer, TEST_JWT_SECRET, type TestServer } from './support/server.js';
 import { APP_TABLES } from './support/schemas.js';
 import { initEmpty, item, list, pushOk, uuid } from './support/write-helpers.js';
+import { HANG_MS, until } from './support/until.js';
+import { defaultLimits } from '../core/limits.js';
 
 const wsFactory: WebSocketFactory = (url) => new WebSocket(url) as unknown as WebSocketLike;
 
@@ -53,7 +55,7 @@ async function openSocket(baseUrl: string, query: Record<string, string>): Promi
   });
   return {
     messages,
-    next: (timeoutMs = 5000) =>
+    next: (timeoutMs = HANG_MS) =>
       messages.length
         ? Promise.resolve(messages.shift())
         : new Promise((resolve, reject) => {
@@ -164,8 +166,11 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
   let queries = 0;
   const started: Array<{ gateway: Gateway; feed?: CommitFeed }> = [];
 
+  /** Watch requests the gateway's handlers are still working on. */
+  let watching = 0;
+
   /** A gateway whose runtime pool counts every statement it runs. */
-  async function serve(withFeed: boolean): Promise<{ url: string; runtime: Runtime }> {
+  async function serve(withFeed: boolean): Promise<{ url: string; runtime: Runtime; feed: CommitFeed | undefined }> {
     const pool = t.db.pool;
     const counting = new Proxy(pool, {
       get(target, prop, receiver) {
@@ -189,9 +194,21 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
     const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
     const feed = withFeed ? await startCommitFeed(t.url) : undefined;
     const runtime = createRuntime(config, counting, THIS_BUILD, { feed });
-    const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET } });
+    const gateway = await startGateway({
+      runtime,
+      auth: { secret: TEST_JWT_SECRET },
+      intercept: async (event, next) => {
+        if (!event.rawPath.endsWith('/watch')) return next();
+        watching++;
+        try {
+          return await next();
+        } finally {
+          watching--;
+        }
+      },
+    });
     started.push({ gateway, ...(feed ? { feed } : {}) });
-    return { url: gateway.url, runtime };
+    return { url: gateway.url, runtime, feed };
   }
 
   beforeAll(async () => {
@@ -206,16 +223,18 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
   });
 
   it('40 waiting watches run no query while they wait, and wake on their user\'s commit', async () => {
-    const { url } = await serve(true);
+    const { url, feed } = await serve(true);
     const writer = apiClient(url, 'lp-user', 'src-writer');
     await initEmpty(writer);
     const watchers = Array.from({ length: 40 }, (_, i) => apiClient(url, 'lp-user', `src-w${i}`));
     await watchers[0]!.get('/sync/capabilities');
     const before = queries;
-    const waits = watchers.map((c) => c.get('/sync/watch?after_bundle_seq=0&wait_seconds=10'));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const waits = watchers.map((c) => c.get(`/sync/watch?after_bundle_seq=0&wait_seconds=${defaultLimits.watchMaxWaitSeconds}`));
+    // Every watch has read once and waits on the feed (a state, however long the machine takes).
+    await until('40 watches wait on the feed', () => feed?.size().subscribers, (n) => n === 40);
     const afterFirstReads = queries;
-    // One point read each, then nothing for a second (polling: 40 × 4 reads per second).
+    // One point read each, then nothing for a second (polling: 40 × 4 reads per second). Load can
+    // only slow a poller down, never make these waiters query.
     expect(afterFirstReads - before).toBeLessThanOrEqual(40);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(queries - afterFirstReads).toBe(0);
@@ -226,18 +245,28 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
 
   for (const withFeed of [true, false]) {
     it(`abandoned watches stop working when their callers go (${withFeed ? 'feed' : 'polling'})`, async () => {
-      const { url } = await serve(withFeed);
+      const { url, feed } = await serve(withFeed);
       const user = `gone-${withFeed}`;
       const token = await signToken(user);
       await initEmpty(apiClient(url, user, 'src-init'));
       const controllers = Array.from({ length: 40 }, () => new AbortController());
+      const wait = defaultLimits.watchMaxWaitSeconds;
+      const opened = Date.now();
       const calls = controllers.map((c, i) =>
-        fetch(`${url}/sync/watch?after_bundle_seq=0&wait_seconds=20`, { headers: { authorization: `Bearer ${token}`, 'sync-source-id': `src-g${i}` }, signal: c.signal }).catch(() => undefined));
-      await new Promise((resolve) => setTimeout(resolve, 400));
+        fetch(`${url}/sync/watch?after_bundle_seq=0&wait_seconds=${wait}`, { headers: { authorization: `Bearer ${token}`, 'sync-source-id': `src-g${i}` }, signal: c.signal }).catch(() => undefined));
+      // Every handler is waiting (on the feed, or between polls) before the callers go.
+      await until('40 watches waiting', () => (withFeed ? feed?.size().subscribers : watching), (n) => n === 40);
+      const beforeAbort = queries;
       for (const c of controllers) c.abort();
       await Promise.all(calls);
-      // Each handler notices at once, reads once more at most, and is done.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Each handler notices, reads once more at most, and is done: counted, not timed (a handler
+      // whose first read was still due counts twice). A poller that missed the abort would read
+      // every 250 ms until its deadline, about 100 reads each.
+      await until('every watch handler finished', () => watching, (n) => n === 0);
+      expect(queries - beforeAbort).toBeLessThanOrEqual(2 * 40);
+      // ...and it finished because its caller went, not at its own deadline (the one bound here,
+      // far above the cost of noticing an abort).
+      expect(Date.now() - opened).toBeLessThan(wait * 1000);
       const settled = queries;
       await new Promise((resolve) => setTimeout(resolve, 1000));
       expect(queries - settled).toBe(0);
@@ -250,14 +279,9 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
       const signals: Array<number | null> = [];
       feed.subscribe('feed-user', (seq) => signals.push(seq));
       await t.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lockstep-listener' AND datname = current_database()`);
-      const deadline = Date.now() + 5000;
-      while (!(feed.listening && signals.includes(null)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(signals).toContain(null);
-      expect(feed.listening).toBe(true);
+      await until('the feed listens again after telling its waiters to re-check', () => feed.listening && signals.includes(null), (ok) => ok);
       await t.exec(`SELECT pg_notify('lockstep_commit', '{"user_id":"feed-user","bundle_seq":7}')`);
-      const until = Date.now() + 2000;
-      while (!signals.includes(7) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(signals).toContain(7);
+      await until('a notification on the new connection arrives', () => signals.includes(7), (ok) => ok);
     } finally {
       await feed.close();
     }

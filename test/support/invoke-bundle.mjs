@@ -8,9 +8,13 @@
 import { pathToFileURL } from 'node:url';
 
 const plan = JSON.parse(process.argv[2] ?? '{}');
+// What the import leaves running (sockets, timers, file reads): a handler does no I/O at import.
+// Taken synchronously on both sides, so the count cannot depend on how busy the machine is.
+const resourcesBefore = process.getActiveResourcesInfo();
 const importStarted = performance.now();
 const mod = await import(pathToFileURL(plan.bundle).href);
 const importMs = performance.now() - importStarted;
+const resourcesAfterImport = process.getActiveResourcesInfo();
 
 let admin;
 if (plan.backends) {
@@ -44,6 +48,6 @@ for (const step of plan.steps) {
 }
 
 await admin?.end();
-process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`);
+process.stdout.write(`RESULT ${JSON.stringify({ importMs, resourcesBefore, resourcesAfterImport, steps })}\n`);
 // The handler's pool keeps idle connections open for warm invocations; a test process ends here.
 process.exit(0);
