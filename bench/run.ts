@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { type Benchmark, type BenchContext } from './lib/context.js';
 import { describeMachine } from './lib/machine.js';
 import { formatTable, Recorder, type BenchResult } from './lib/report.js';
-import { startBenchServer, RUNTIME_POOL_MAX, type BenchServer } from './lib/server.js';
+import { internalErrors, startBenchServer, RUNTIME_POOL_MAX, type BenchServer } from './lib/server.js';
 import { nowMs } from './lib/stats.js';
 import { coldStartBenchmark } from './cold-start.js';
 import { pushBenchmark } from './push.js';
@@ -123,7 +123,8 @@ async function main(): Promise<number> {
   if (seconds > RUN_BUDGET_SECONDS) console.error(`the run took longer than its ${RUN_BUDGET_SECONDS} s budget`);
   for (const f of failedChecks) console.error(`FAILED CHECK ${f}`);
   for (const c of crashed) console.error(`CRASHED ${c}`);
-  return failedChecks.length || crashed.length ? 1 : 0;
+  for (const e of internalErrors()) console.error(`INTERNAL ERROR (500) ${e}`);
+  return failedChecks.length || crashed.length || internalErrors().length ? 1 : 0;
 }
 
 main().then(

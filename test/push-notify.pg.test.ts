@@ -12,6 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { loadConfig } from '../core/config.js';
+import { createPool } from '../core/db/index.js';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
@@ -272,6 +273,32 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
       expect(queries - settled).toBe(0);
     });
   }
+
+  it('closing the gateway waits for the work of the requests it cut, so the pool can end right after', async () => {
+    const pool = await createPool({ connectionString: t.url, max: 2, driver: 'pg' });
+    const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
+    const answers: Array<Promise<number>> = [];
+    let waiting = 0;
+    const gateway = await startGateway({
+      runtime: createRuntime(config, pool, THIS_BUILD),
+      auth: { secret: TEST_JWT_SECRET },
+      intercept: (event, next) => {
+        if (event.rawPath.endsWith('/watch')) waiting++;
+        const result = next();
+        answers.push(result.then((r) => (r as { statusCode: number }).statusCode, () => 500));
+        return result;
+      },
+    });
+    await initEmpty(apiClient(gateway.url, 'close-user', 'src-init'));
+    // A long poll (polling, as in Lambda) is waiting when the gateway closes and the pool ends:
+    // the aborted poll reads once more on its way out, which must not meet an ended pool (a 500).
+    const polling = apiClient(gateway.url, 'close-user', 'src-w').get(`/sync/watch?after_bundle_seq=1&wait_seconds=${defaultLimits.watchMaxWaitSeconds}`).catch(() => undefined);
+    await until('the long poll waits', () => waiting, (n) => n === 1);
+    await gateway.close();
+    await pool.end();
+    await polling;
+    expect((await Promise.all(answers)).filter((status) => status >= 500)).toEqual([]);
+  });
 
   it('a dropped LISTEN connection is re-established, and waiters re-check meanwhile', async () => {
     const feed = await startCommitFeed(t.url);

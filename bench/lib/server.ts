@@ -17,7 +17,7 @@ import { bootstrap } from '../../core/bootstrap/bootstrap.js';
 import { createRuntime, type Runtime } from '../../functions/index.js';
 import { THIS_BUILD } from '../../core/sync/index.js';
 import { startCommitFeed } from '../../core/sync/notify/commit-feed.js';
-import { startGateway, type Gateway } from '../../dev/gateway.js';
+import { startGateway, type Gateway, type GatewayOptions } from '../../dev/gateway.js';
 import { BENCH_SCHEMA_SQL, BENCH_TABLES, SYNC_TABLES_SPEC } from './schema.js';
 import { HttpClient, RoundTripLog } from './http-client.js';
 
@@ -30,6 +30,23 @@ export const BENCH_OPERATOR_TOKEN = 'lockstep-bench-operator-0123456789abcdef';
  * work, not the shared machine's disk, and every baseline runs on the same settings.
  */
 const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'shared_buffers=256MB'];
+
+/**
+ * Requests any bench gateway answered with a 500 (a defect, logged with its stack): a run that
+ * saw one fails, whatever its figures (run.ts, propagation.ts).
+ */
+const internalErrorList: string[] = [];
+
+export function internalErrors(): readonly string[] {
+  return internalErrorList;
+}
+
+/** Counts the gateway's 500 answers into internalErrors(). */
+const countInternalErrors: NonNullable<GatewayOptions['intercept']> = async (event, next) => {
+  const result = (await next()) as { statusCode?: number };
+  if (result.statusCode === 500) internalErrorList.push(`${event.requestContext.http.method} ${event.rawPath}`);
+  return result;
+};
 
 /** Connections of the runtime's pool: what one local gateway process may use. */
 export const RUNTIME_POOL_MAX = 16;
@@ -101,7 +118,7 @@ export async function startBenchServer(options: { readonly postgresFlags?: reado
     await bootstrap(db, { tables: BENCH_TABLES });
     const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
     const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
-    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET }, operatorToken: BENCH_OPERATOR_TOKEN });
+    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET }, operatorToken: BENCH_OPERATOR_TOKEN, intercept: countInternalErrors });
     const roundTrips = new RoundTripLog();
     const version = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
     return {
@@ -167,6 +184,7 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
   const gateway = await startGateway({
     runtime,
     auth: { secret: BENCH_JWT_SECRET },
+    intercept: countInternalErrors,
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
   });
