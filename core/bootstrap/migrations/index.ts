@@ -13,10 +13,11 @@ import { migration0010 } from './0010-push-notifications.js';
 import { migration0011 } from './0011-operator-status.js';
 import { migration0012 } from './0012-table-facts.js';
 import { migration0013 } from './0013-unstorable-rows.js';
+import { migration0014 } from './0014-snapshot-chunks.js';
 
 export const MIGRATIONS: readonly Migration[] = [
   migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007, migration0008, migration0009,
-  migration0010, migration0011, migration0012, migration0013,
+  migration0010, migration0011, migration0012, migration0013, migration0014,
 ];
 
 export { type Migration } from './migration.js';
