@@ -8,7 +8,7 @@
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { columnsToRefresh, stageTable } from './install.js';
+import { columnsToRefresh, stagedTables, stageTable } from './install.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
@@ -166,27 +166,81 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
   return { applied, skipped };
 }
 
-/** Stages snapshot rows (already local values) into the stage table of their table. */
-export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, rows: readonly { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> }[]): Promise<void> {
+/**
+ * The tables the hydration of an attach may write straight into instead of staging: untouched (no
+ * rows, no pending, skipped or versioned keys, so there is nothing to keep, replace or delete) and
+ * without foreign keys (a page then never holds a row whose parent comes in a later page's
+ * transaction). Their rows show up page by page, a consistent snapshot's rows in key order; the
+ * others wait for the final apply. Staging the rows and copying them again cost as much as the
+ * whole insert (bench/README.md).
+ */
+export async function directTables(tx: SqliteStatements, model: LocalModel): Promise<Set<string>> {
+  const direct = new Set<string>();
+  for (const t of model.tables) {
+    const [fk] = await tx.query('SELECT 1 AS x FROM pragma_foreign_key_list(?) LIMIT 1', [t.local]);
+    if (!fk && (await untouched(tx, t))) direct.add(t.local);
+  }
+  return direct;
+}
+
+type SnapshotRow = { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> };
+
+/**
+ * Writes one page of snapshot rows (already local values): into the stage table of their table,
+ * or, for a table without one (see directTables), into the table itself with its row versions —
+ * past any key the app wrote meanwhile (a pending change keeps its row, as in every apply). The
+ * caller's transaction has capture off (inApplyMode).
+ */
+export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, rows: readonly SnapshotRow[], staged?: ReadonlySet<string>): Promise<void> {
   for (let i = 0; i < rows.length; ) {
-    const first = rows[i] as (typeof rows)[number];
+    const first = rows[i] as SnapshotRow;
     const table = tableOf(model, first);
     if (!table) {
       i = endOfTableRun(rows, i);
       continue;
     }
+    const direct = staged !== undefined && !staged.has(table.local);
     const at = keyIndex(table);
     const batch: SqlValue[][] = [];
+    const meta: SqlValue[][] = [];
     for (; i < rows.length; i++) {
-      const row = rows[i] as (typeof rows)[number];
+      const row = rows[i] as SnapshotRow;
       if (row.schema !== first.schema || row.table !== first.table) break;
       const values = payloadToValues(table, row.payload);
-      values[at] = keyFromWire(table, row.key);
-      batch.push([...values, row.row_version]);
+      const key = keyFromWire(table, row.key);
+      values[at] = key;
+      if (direct) {
+        batch.push(values);
+        meta.push([key, row.row_version]);
+      } else {
+        values.push(row.row_version);
+        batch.push(values);
+      }
     }
-    const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
-    await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, batch);
+    if (direct) await writeSnapshotRows(tx, table, batch, meta);
+    else {
+      const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
+      await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, batch);
+    }
   }
+}
+
+/** Snapshot rows straight into a table hydrated for the first time: a plain insert while nothing is pending. */
+async function writeSnapshotRows(tx: SqliteStatements, table: TableModel, values: SqlValue[][], meta: SqlValue[][]): Promise<void> {
+  const [pending] = await tx.query<{ n: number }>('SELECT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ?) AS n', [table.local]);
+  if (pending?.n === 0) {
+    const cols = table.columns.map((c) => qi(c.name));
+    await tx.runMany(`INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values);
+    await tx.runMany(`INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) VALUES (${lit(table.local)}, ?, ?, 0)`, meta);
+    return;
+  }
+  // The app wrote to the table during the download: the rows of a pull, with its guards.
+  const s = statements(table);
+  const at = keyIndex(table);
+  const keyed = values.map((v, n) => [v[at] as SqlValue, (meta[n] as SqlValue[])[1] as SqlValue]);
+  await tx.runMany(s.recordSkip, keyed);
+  await tx.runMany(s.upsert, values.map((v, n) => [...(keyed[n] as SqlValue[]), ...v]));
+  await tx.runMany(s.metaPull, keyed.map(([key, version]) => [key as SqlValue, version as SqlValue, 0]));
 }
 
 /**
@@ -197,11 +251,19 @@ export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel,
  */
 export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalModel): Promise<number> {
   let applied = 0;
+  const staged = await stagedTables(tx, model);
   for (const t of model.tables) {
     const stage = qi(stageTable(t));
     const tbl = lit(t.local);
     const key = qi(t.key.name);
     const cols = t.columns.map((c) => qi(c.name));
+    if (!staged.has(t.local)) {
+      // Written page by page (directTables): every row version of the table is this snapshot's.
+      const [n] = await tx.query<{ n: number }>('SELECT count(*) AS n FROM _sync_row_meta WHERE tbl = ?', [t.local]);
+      applied += Number(n?.n ?? 0);
+      if ((await columnsToRefresh(tx, t)).length > 0) await tx.run('UPDATE _sync_local_model SET refresh = NULL WHERE tbl = ?', [t.local]);
+      continue;
+    }
     if (await untouched(tx, t)) {
       // A first hydration of this table: nothing local to keep, replace or delete, so the staged
       // rows are copied as they are, in the server's key order (appends to the key index), with
