@@ -156,6 +156,10 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
       meta.push([key, row.row_version, isDelete ? 1 : 0]);
     }
     const s = statements(table);
+    if (clean && !isDelete) {
+      applied += await upsertSetBased(tx, table, data);
+      continue;
+    }
     if (!clean) {
       await tx.runMany(s.forgetNoOp, meta.map(([key]) => [key as SqlValue]));
       skipped += (await tx.runMany(s.recordSkip, meta.map(([key, version]) => [key as SqlValue, version as SqlValue]))).changes;
@@ -164,6 +168,38 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
     await tx.runMany(own || clean ? s.metaOwn : s.metaPull, meta);
   }
   return { applied, skipped };
+}
+
+/**
+ * A run of upserts applied while nothing is pending: the rows go into a scratch table with one
+ * prepared insert, then into the table and `_sync_row_meta` with one statement each, the version
+ * check a join instead of a lookup per bound row (that per-row INSERT … SELECT cost twice a bare
+ * insert; this costs about 1.3×, bench/README.md). A key twice in the run (two bundles of the
+ * page) ends as its last row, as applied one by one. `data` rows are [key, version, …columns].
+ */
+async function upsertSetBased(tx: SqliteStatements, t: TableModel, data: readonly SqlValue[][]): Promise<number> {
+  const scratch = qi(`_sync_apply_${t.local}`);
+  const cols = t.columns.map((c) => qi(c.name));
+  const key = qi(t.key.name);
+  // A TEMP table: per connection, never on disk, never captured, gone with the connection.
+  await tx.exec(`CREATE TEMP TABLE IF NOT EXISTS ${scratch} (_sync_version INTEGER NOT NULL, ${cols.join(', ')})`);
+  const at = keyIndex(t);
+  await tx.runMany(`INSERT INTO ${scratch} (_sync_version, ${cols.join(', ')}) VALUES (${['?', ...cols.map(() => '?')].join(', ')})`,
+    data.map((row) => {
+      const values = row.slice(1);
+      values[at + 1] = row[0] as SqlValue;
+      return values;
+    }));
+  const tbl = lit(t.local);
+  const applied = (await tx.run(
+    `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${scratch} s ` +
+    `WHERE coalesce((SELECT m.row_version FROM _sync_row_meta m WHERE m.tbl = ${tbl} AND m.key = s.${key}), -1) < s._sync_version ` +
+    `ORDER BY s.rowid ${onKeyConflict(t)}`)).changes;
+  await tx.run(
+    `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, s.${key}, s._sync_version, 0 FROM ${scratch} s WHERE 1 ORDER BY s.rowid ` +
+    'ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted WHERE excluded.row_version > _sync_row_meta.row_version');
+  await tx.run(`DELETE FROM ${scratch}`);
+  return applied;
 }
 
 /**
