@@ -27,6 +27,7 @@ import { ownHistoryBenchmark } from './own-history.js';
 import { bundleSizeBenchmark } from './scaling-bundle-size.js';
 import { concurrencyBenchmark } from './concurrency.js';
 import { roundTripsBenchmark } from './round-trips.js';
+import { attackBenchmark } from './attack.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -44,6 +45,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   ownHistoryBenchmark,
   bundleSizeBenchmark,
   concurrencyBenchmark,
+  attackBenchmark,
   roundTripsBenchmark,
 ];
 

@@ -25,7 +25,7 @@ const VICTIM_PULLS_MIN = 20;
  * bound or the pool's connect bound with a 503, so every victim pull must answer 200 with all its
  * bundles, and the caps must hold. The victim's latency is printed, not asserted (2 s failed on a
  * loaded machine: 4.9 s p99 at load 5–9); the goal, p99 under 500 ms, is a figure of
- * `npm run bench` (bench/README.md). ATTACK_P99_MS=500 still turns it into an assertion for a
+ * `npm run bench` (bench/attack.ts). ATTACK_P99_MS=500 still turns it into an assertion for a
  * run on a quiet machine.
  */
 const P99_LIMIT_MS = process.env['ATTACK_P99_MS'] === undefined ? undefined : Number(process.env['ATTACK_P99_MS']);
