@@ -151,6 +151,8 @@ const DRAIN_MAX_BYTES = 10 * 1024 * 1024;
  */
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
   return new Promise((resolve, reject) => {
+    // Gone already (while its token was checked): its 'close' will not come again.
+    if (req.destroyed && !req.complete) return reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
@@ -305,6 +307,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (serializedOver(event, invokeLimitBytes)) return send(res, 413, JSON.stringify({ message: 'Request Entity Too Large' }), { 'content-type': 'application/json' });
     // A caller that goes away (an abandoned long poll) aborts the work done for it.
     const gone = new AbortController();
+    if (res.destroyed) gone.abort();
     res.on('close', () => {
       if (!res.writableFinished) gone.abort();
     });
@@ -370,10 +373,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       sockets.close();
       clearInterval(timer);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Cut connections abort their requests' work; then wait until it has all returned.
+      // Cut connections abort their requests' work; then wait until it has all returned, at most
+      // as long as a request may take (every wait of a request is bounded by then).
       server.closeAllConnections();
       await closed;
-      while (running.size) await Promise.allSettled([...running]);
+      const bound = new Promise<void>((resolve) => setTimeout(resolve, limits.requestTimeoutMs).unref());
+      const drained = (async () => {
+        while (running.size) await Promise.allSettled([...running]);
+      })();
+      await Promise.race([drained, bound]);
     },
   };
 }
