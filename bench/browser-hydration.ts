@@ -5,29 +5,28 @@
  * the app shows, with the phases the progress bar reveals (sign-in, worker, connect and snapshot
  * session; the page downloads; the apply and first render). Target: ≤ 1.5 s.
  *
- * Needs chromium (Debian's, or CHROMIUM_PATH); without one the benchmark records a note and no
- * figure. The demo is built into a temporary folder and served by a gateway of its own.
+ * Runs on the same chromium as `npm test` (test/support/npm-chromium.ts: CHROMIUM_PATH, an
+ * installed one, else the one the devDependency @sparticuz/chromium ships), so every run measures
+ * it; without any (not linux-x64) the benchmark records a note and no figure. The demo is built
+ * into a temporary folder and served by a gateway of its own.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Page } from 'playwright-core';
+import { type Page } from 'playwright-core';
 import { serverWrite } from '../core/sync/index.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type Benchmark } from './lib/context.js';
 import { startSideDatabase } from './lib/server.js';
 import { spread } from './lib/stats.js';
+import { launchChromium } from '../test/support/browser.js';
+import { findChromium } from '../test/support/npm-chromium.js';
 
 const LISTS = 20;
 const TODOS_PER_LIST = 999;
 const ROWS = LISTS + LISTS * TODOS_PER_LIST;
 export const BROWSER_HYDRATION_TARGET_MS = 1500;
-
-function findChromium(): string | null {
-  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-  return candidates.find((path): path is string => !!path && existsSync(path)) ?? null;
-}
 
 const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
 
@@ -41,15 +40,16 @@ interface Run {
 export const browserHydrationBenchmark: Benchmark = {
   name: 'browser-hydration',
   async run(ctx, rec) {
-    const chromiumPath = findChromium();
-    if (!chromiumPath) {
-      rec.note('browser-hydration: no chromium found (install Debian\'s chromium or set CHROMIUM_PATH): nothing measured');
+    const chromiumSource = findChromium();
+    if (!chromiumSource) {
+      rec.note('browser-hydration: no chromium for this platform (the npm one is linux-x64; set CHROMIUM_PATH): nothing measured');
       return;
     }
+    rec.note(`browser-hydration: chromium ${chromiumSource.from === 'npm' ? 'from @sparticuz/chromium' : 'installed'} at ${chromiumSource.executablePath}`);
     const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-demo-'));
     const built = await buildDemo(outDir);
     const side = await startSideDatabase(ctx.server, 'browser_demo', { schemaSql: DEMO_SCHEMA_SQL, tables: DEMO_SYNC_TABLES, staticDir: built.outDir, devTokens: true });
-    const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    const browser = await launchChromium(chromiumSource);
     try {
       const user = 'browser-carol';
       await serverWrite(side.db, { userId: user, sourceId: 'server:seed', retainedBundlesPerUser: side.runtime.config.limits.retainedBundlesPerUser }, async (tx, scope) => {

@@ -15,7 +15,7 @@
 import { cpus, loadavg } from 'node:os';
 import WebSocket from 'ws';
 import { type WebSocketFactory } from '../client-web/watch-socket.js';
-import { startBenchServer, type BenchServer } from './lib/server.js';
+import { internalErrors, startBenchServer, type BenchServer } from './lib/server.js';
 import { nowMs, spread } from './lib/stats.js';
 import { openBenchDevice, type BenchDevice } from './lib/web-client.js';
 
@@ -93,6 +93,8 @@ async function main(): Promise<void> {
   console.log('| how B hears of it | A\'s debounce (ms) | median | min–max | ratio |\n|---|---:|---:|---:|---:|');
   for (const r of rows) console.log(r);
   console.log(`\nload average ${loadavg().map((x) => x.toFixed(2)).join(', ')} on ${cpus().length} CPUs`);
+  // A 500 anywhere (logged with its stack as it happened) fails the run, whatever its figures.
+  if (internalErrors().length) throw new Error(`${internalErrors().length} request(s) answered 500: ${internalErrors().join(', ')}`);
 }
 
 main().then(() => process.exit(0), (error: unknown) => {

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { type Benchmark, type BenchContext } from './lib/context.js';
 import { describeMachine } from './lib/machine.js';
 import { formatTable, Recorder, type BenchResult } from './lib/report.js';
-import { startBenchServer, RUNTIME_POOL_MAX, type BenchServer } from './lib/server.js';
+import { internalErrors, startBenchServer, RUNTIME_POOL_MAX, type BenchServer } from './lib/server.js';
 import { nowMs } from './lib/stats.js';
 import { coldStartBenchmark } from './cold-start.js';
 import { pushBenchmark } from './push.js';
@@ -34,6 +34,7 @@ import { browserLatencyBenchmark } from './browser-latency.js';
 import { capacityBenchmark } from './capacity.js';
 import { rejectionPathBenchmark } from './rejection-path.js';
 import { localWritesBenchmark } from './local-writes.js';
+import { attackBenchmark } from './attack.js';
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
 /** The run must fit in this on a fresh clone (issue 9). */
@@ -55,6 +56,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   fairShareBenchmark,
   liveQueryBenchmark,
   browserLatencyBenchmark,
+  attackBenchmark,
   // Registers a table of its own by bootstrap: after every benchmark of the usual schema.
   rejectionPathBenchmark,
   roundTripsBenchmark,
@@ -138,7 +140,8 @@ async function main(): Promise<number> {
   if (seconds > RUN_BUDGET_SECONDS) console.error(`the run took longer than its ${RUN_BUDGET_SECONDS} s budget`);
   for (const f of failedChecks) console.error(`FAILED CHECK ${f}`);
   for (const c of crashed) console.error(`CRASHED ${c}`);
-  return failedChecks.length || crashed.length ? 1 : 0;
+  for (const e of internalErrors()) console.error(`INTERNAL ERROR (500) ${e}`);
+  return failedChecks.length || crashed.length || internalErrors().length ? 1 : 0;
 }
 
 main().then(

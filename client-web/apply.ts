@@ -8,7 +8,7 @@
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { columnsToRefresh, stageTable } from './install.js';
+import { columnsToRefresh, stagedTables, stageTable } from './install.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
@@ -156,6 +156,10 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
       meta.push([key, row.row_version, isDelete ? 1 : 0]);
     }
     const s = statements(table);
+    if (clean && !isDelete) {
+      applied += await upsertSetBased(tx, table, data);
+      continue;
+    }
     if (!clean) {
       await tx.runMany(s.forgetNoOp, meta.map(([key]) => [key as SqlValue]));
       skipped += (await tx.runMany(s.recordSkip, meta.map(([key, version]) => [key as SqlValue, version as SqlValue]))).changes;
@@ -166,27 +170,113 @@ export async function applyCommittedRows(tx: SqliteStatements, model: LocalModel
   return { applied, skipped };
 }
 
-/** Stages snapshot rows (already local values) into the stage table of their table. */
-export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, rows: readonly { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> }[]): Promise<void> {
+/**
+ * A run of upserts applied while nothing is pending: the rows go into a scratch table with one
+ * prepared insert, then into the table and `_sync_row_meta` with one statement each, the version
+ * check a join instead of a lookup per bound row (that per-row INSERT … SELECT cost twice a bare
+ * insert; this costs about 1.3×, bench/README.md). A key twice in the run (two bundles of the
+ * page) ends as its last row, as applied one by one. `data` rows are [key, version, …columns].
+ */
+async function upsertSetBased(tx: SqliteStatements, t: TableModel, data: readonly SqlValue[][]): Promise<number> {
+  const scratch = qi(`_sync_apply_${t.local}`);
+  const cols = t.columns.map((c) => qi(c.name));
+  const key = qi(t.key.name);
+  // A TEMP table: per connection, never on disk, never captured, gone with the connection.
+  await tx.exec(`CREATE TEMP TABLE IF NOT EXISTS ${scratch} (_sync_version INTEGER NOT NULL, ${cols.join(', ')})`);
+  const at = keyIndex(t);
+  await tx.runMany(`INSERT INTO ${scratch} (_sync_version, ${cols.join(', ')}) VALUES (${['?', ...cols.map(() => '?')].join(', ')})`,
+    data.map((row) => {
+      const values = row.slice(1);
+      values[at + 1] = row[0] as SqlValue;
+      return values;
+    }));
+  const tbl = lit(t.local);
+  const applied = (await tx.run(
+    `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${scratch} s ` +
+    `WHERE coalesce((SELECT m.row_version FROM _sync_row_meta m WHERE m.tbl = ${tbl} AND m.key = s.${key}), -1) < s._sync_version ` +
+    `ORDER BY s.rowid ${onKeyConflict(t)}`)).changes;
+  await tx.run(
+    `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, s.${key}, s._sync_version, 0 FROM ${scratch} s WHERE 1 ORDER BY s.rowid ` +
+    'ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted WHERE excluded.row_version > _sync_row_meta.row_version');
+  await tx.run(`DELETE FROM ${scratch}`);
+  return applied;
+}
+
+/**
+ * The tables the hydration of an attach may write straight into instead of staging: untouched (no
+ * rows, no pending, skipped or versioned keys, so there is nothing to keep, replace or delete) and
+ * without foreign keys (a page then never holds a row whose parent comes in a later page's
+ * transaction). Their rows show up page by page, a consistent snapshot's rows in key order; the
+ * others wait for the final apply. Staging the rows and copying them again cost as much as the
+ * whole insert (bench/README.md).
+ */
+export async function directTables(tx: SqliteStatements, model: LocalModel): Promise<Set<string>> {
+  const direct = new Set<string>();
+  for (const t of model.tables) {
+    const [fk] = await tx.query('SELECT 1 AS x FROM pragma_foreign_key_list(?) LIMIT 1', [t.local]);
+    if (!fk && (await untouched(tx, t))) direct.add(t.local);
+  }
+  return direct;
+}
+
+type SnapshotRow = { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> };
+
+/**
+ * Writes one page of snapshot rows (already local values): into the stage table of their table,
+ * or, for a table without one (see directTables), into the table itself with its row versions —
+ * past any key the app wrote meanwhile (a pending change keeps its row, as in every apply). The
+ * caller's transaction has capture off (inApplyMode).
+ */
+export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, rows: readonly SnapshotRow[], staged?: ReadonlySet<string>): Promise<void> {
   for (let i = 0; i < rows.length; ) {
-    const first = rows[i] as (typeof rows)[number];
+    const first = rows[i] as SnapshotRow;
     const table = tableOf(model, first);
     if (!table) {
       i = endOfTableRun(rows, i);
       continue;
     }
+    const direct = staged !== undefined && !staged.has(table.local);
     const at = keyIndex(table);
     const batch: SqlValue[][] = [];
+    const meta: SqlValue[][] = [];
     for (; i < rows.length; i++) {
-      const row = rows[i] as (typeof rows)[number];
+      const row = rows[i] as SnapshotRow;
       if (row.schema !== first.schema || row.table !== first.table) break;
       const values = payloadToValues(table, row.payload);
-      values[at] = keyFromWire(table, row.key);
-      batch.push([...values, row.row_version]);
+      const key = keyFromWire(table, row.key);
+      values[at] = key;
+      if (direct) {
+        batch.push(values);
+        meta.push([key, row.row_version]);
+      } else {
+        values.push(row.row_version);
+        batch.push(values);
+      }
     }
-    const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
-    await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, batch);
+    if (direct) await writeSnapshotRows(tx, table, batch, meta);
+    else {
+      const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
+      await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, batch);
+    }
   }
+}
+
+/** Snapshot rows straight into a table hydrated for the first time: a plain insert while nothing is pending. */
+async function writeSnapshotRows(tx: SqliteStatements, table: TableModel, values: SqlValue[][], meta: SqlValue[][]): Promise<void> {
+  const [pending] = await tx.query<{ n: number }>('SELECT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ?) AS n', [table.local]);
+  if (pending?.n === 0) {
+    const cols = table.columns.map((c) => qi(c.name));
+    await tx.runMany(`INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values);
+    await tx.runMany(`INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) VALUES (${lit(table.local)}, ?, ?, 0)`, meta);
+    return;
+  }
+  // The app wrote to the table during the download: the rows of a pull, with its guards.
+  const s = statements(table);
+  const at = keyIndex(table);
+  const keyed = values.map((v, n) => [v[at] as SqlValue, (meta[n] as SqlValue[])[1] as SqlValue]);
+  await tx.runMany(s.recordSkip, keyed);
+  await tx.runMany(s.upsert, values.map((v, n) => [...(keyed[n] as SqlValue[]), ...v]));
+  await tx.runMany(s.metaPull, keyed.map(([key, version]) => [key as SqlValue, version as SqlValue, 0]));
 }
 
 /**
@@ -197,11 +287,19 @@ export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel,
  */
 export async function applyStagedSnapshot(tx: SqliteStatements, model: LocalModel): Promise<number> {
   let applied = 0;
+  const staged = await stagedTables(tx, model);
   for (const t of model.tables) {
     const stage = qi(stageTable(t));
     const tbl = lit(t.local);
     const key = qi(t.key.name);
     const cols = t.columns.map((c) => qi(c.name));
+    if (!staged.has(t.local)) {
+      // Written page by page (directTables): every row version of the table is this snapshot's.
+      const [n] = await tx.query<{ n: number }>('SELECT count(*) AS n FROM _sync_row_meta WHERE tbl = ?', [t.local]);
+      applied += Number(n?.n ?? 0);
+      if ((await columnsToRefresh(tx, t)).length > 0) await tx.run('UPDATE _sync_local_model SET refresh = NULL WHERE tbl = ?', [t.local]);
+      continue;
+    }
     if (await untouched(tx, t)) {
       // A first hydration of this table: nothing local to keep, replace or delete, so the staged
       // rows are copied as they are, in the server's key order (appends to the key index), with

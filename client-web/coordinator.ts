@@ -13,7 +13,7 @@
  */
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type AttachResult, type DetachResult, type PullResult, type PushResult, type RebuildResult } from './api.js';
-import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, inApplyMode } from './apply.js';
+import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, directTables, inApplyMode } from './apply.js';
 import { forgetCleanBases, rebaseChangedAgain } from './base-rows.js';
 import { fetchOwnBundle } from './committed-rows.js';
 import { resolveConflicts } from './conflicts.js';
@@ -112,7 +112,7 @@ class Run {
   rebuild: RebuildResult | null = null;
   sourceError: SyncHttpError | null = null;
 
-  constructor(goal: Goal, readonly options: RunOptions) {
+  constructor(readonly goal: Goal, readonly options: RunOptions) {
     this.machine = initial(goal);
   }
 
@@ -462,7 +462,9 @@ export class Coordinator {
           // The server has retired the previous source: adopt the new one at once, so no request
           // goes out under a retired id even if this download never finishes.
           if (rotation) await adoptSource(tx, rotation.newSourceId);
-          await resetStageTables(tx, this.ctx.model);
+          // The hydration of an attach writes the tables it can straight in (directTables); every
+          // other rebuild shows its rows all at once, at the final apply.
+          await resetStageTables(tx, this.ctx.model, run.goal === 'attach' ? await directTables(tx, this.ctx.model) : new Set());
           await recordSnapshotDownload(tx, started);
         });
         if (rotation) this.ctx.sourceRef.current = rotatedTo = rotation.newSourceId;

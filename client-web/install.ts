@@ -258,15 +258,31 @@ export async function installTriggers(db: SqliteDb, model: LocalModel, options: 
   });
 }
 
-/** (Re)creates the empty stage tables of a fresh snapshot download, shaped like the local tables. */
-export async function resetStageTables(tx: SqliteStatements, model: LocalModel): Promise<void> {
+/**
+ * (Re)creates the empty stage tables of a fresh snapshot download, shaped like the local tables,
+ * except for the tables in `direct`: their pages are written straight into the table (see
+ * directTables in apply.ts), and the missing stage table is what says so, also to a download that
+ * resumes after a restart.
+ */
+export async function resetStageTables(tx: SqliteStatements, model: LocalModel, direct: ReadonlySet<string> = new Set()): Promise<void> {
   for (const t of model.tables) {
+    if (direct.has(t.local)) {
+      await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))}`);
+      continue;
+    }
     const cols = t.columns.map((c) => qi(c.name)).join(', ');
     // No key index while pages stream in (it would cost as much as the inserts); the final apply
     // builds it once, and only when it joins on the key (applyStagedSnapshot).
     await tx.exec(`DROP TABLE IF EXISTS ${qi(stageTable(t))};
 CREATE TABLE ${qi(stageTable(t))} AS SELECT ${cols}, 0 AS _sync_row_version FROM ${qi(t.local)} WHERE 0;`);
   }
+}
+
+/** The managed tables that have a stage table (the others of a download are written directly). */
+export async function stagedTables(db: SqliteStatements, model: LocalModel): Promise<Set<string>> {
+  const rows = await db.query<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_sync\\_stage\\_%' ESCAPE '\\'");
+  const names = new Set(rows.map((r) => r.name));
+  return new Set(model.tables.filter((t) => names.has(stageTable(t))).map((t) => t.local));
 }
 
 /** Drops the stage tables of a finished (or abandoned) snapshot download. */

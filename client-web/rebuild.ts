@@ -5,14 +5,16 @@
  * recovery all rebuild this way; the coordinator decides when, records the session, adopts a
  * rotated source, and applies the staged snapshot in one final transaction.
  *
- * The download is resumable: each page is staged into `_sync_stage_<table>` with the next row
- * ordinal in its own transaction (the step's own progress), so a crash resumes at the next page;
- * an expired or vanished session is answered as `vanished` and started over.
+ * The download is resumable: each page is staged into `_sync_stage_<table>` (or, on a first
+ * hydration, written into a table that has no stage table: see directTables in apply.ts) with the
+ * next row ordinal in its own transaction (the step's own progress), so a crash resumes at the
+ * next page; an expired or vanished session is answered as `vanished` and started over.
  */
 import { SnapshotSession, type SnapshotPage, type SourceReplacementReason } from '../core/protocol/read-path.js';
-import { stageSnapshotRows } from './apply.js';
+import { inApplyMode, stageSnapshotRows } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
+import { stagedTables } from './install.js';
 import { isCode, SOURCE_REFUSALS } from './http-errors.js';
 import { recordSnapshotProgress, type SnapshotDownload } from './state.js';
 import { type SyncHttpError } from './transport.js';
@@ -58,6 +60,7 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
       })
       .then((page) => ({ page }), (error: unknown) => ({ error }));
   let next = download.nextRowOrdinal;
+  const staged = await stagedTables(ctx.db, ctx.model);
   ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: download.rowCount });
   let inflight = next < download.rowCount ? fetchPage(next) : null;
   while (inflight) {
@@ -73,7 +76,8 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
     }
     inflight = page.has_more && after < download.rowCount ? fetchPage(after) : null;
     await ctx.db.transaction(async (tx) => {
-      await stageSnapshotRows(tx, ctx.model, page.rows);
+      // Capture off: rows written straight into a table are the server's, not local changes.
+      await inApplyMode(tx, () => stageSnapshotRows(tx, ctx.model, page.rows, staged));
       await recordSnapshotProgress(tx, after);
     });
     next = after;

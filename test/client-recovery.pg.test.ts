@@ -354,6 +354,45 @@ describe('web client: pruned history and small responses', () => {
     expect((await b.client.pendingStatus()).rebuildRequired).toBe(false);
   });
 
+  it('the hydration of an attach writes a table without foreign keys page by page; cut off, the next sync resumes it and keeps what the app wrote meanwhile', async () => {
+    const user = 'u-direct';
+    const a = await device(user);
+    await a.client.attach(user);
+    const listIds = Array.from({ length: 5 }, () => uuid());
+    for (const [i, id] of listIds.entries()) await write.list(a.db, id, `list ${i}`);
+    await write.item(a.db, uuid(), listIds[0] as string, 'an item');
+    await a.client.sync();
+    const b = await device(user, { config: { pageRows: 2 } });
+    // The first snapshot page arrives; every later page request fails until the retries run out.
+    let pages = 0;
+    const failLater: Hook = async (event, next) => {
+      if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
+      pages++;
+      if (pages === 1) return next();
+      return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
+    };
+    for (let i = 0; i < 20; i++) h.hooks.push(failLater);
+    await expect(b.client.attach(user)).rejects.toMatchObject({ code: 'service_unavailable' });
+    h.hooks.length = 0;
+    // The first page (two lists) is in the table already, as the server's rows (not local changes);
+    // items, which has a foreign key, waits in its stage table for the final apply.
+    const mid = await localState(b.db);
+    expect(Object.keys(mid.lists)).toHaveLength(2);
+    expect(mid.items).toEqual({});
+    expect(await b.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_sync\\_stage\\_%' ESCAPE '\\'")).toEqual([{ name: '_sync_stage_items' }]);
+    expect(await b.client.pendingStatus()).toMatchObject({ dirtyRows: 0, rebuildRequired: true });
+    // The app writes meanwhile; the next sync resumes the same download and keeps that row.
+    const mine = uuid();
+    await write.list(b.db, mine, 'written during the hydration');
+    const from = h.requests.length;
+    await b.client.sync();
+    expect(h.requests.slice(from).filter((r) => r === 'POST /sync/snapshot-sessions')).toHaveLength(0);
+    await a.client.sync();
+    const state = await expectConverged(s, user, a, b);
+    expect(Object.keys(state.lists)).toHaveLength(6);
+    expect(state.lists[mine]?.title).toBe('written during the hydration');
+  });
+
   for (const oneRequest of [false, true]) {
     it(`a committed push whose replay fell below the floor acknowledges its tuple and rebuilds (rule 4; ${oneRequest ? 'one request' : 'staged session'})`, async () => {
       const user = `u-floor-${oneRequest ? 'one' : 'staged'}`;

@@ -54,5 +54,5 @@ describe('convergence under faults (model test)', () => {
     // The model must have exercised something: faults were injected and writes were verified.
     expect(faults).toBeGreaterThan(0);
     expect(all.reduce((a, r) => a + r.keysChecked, 0)).toBeGreaterThan(0);
-  }, soak ? 6 * 60 * 60_000 : 240_000);
+  }, soak ? 6 * 60 * 60_000 : 1_200_000);
 });

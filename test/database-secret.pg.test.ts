@@ -18,6 +18,7 @@ import { routes as metaRoutes } from '../functions/meta.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 import { APP_TABLES } from './support/schemas.js';
 import { secretEnv, secretsManagerStandIn, type SecretsManagerStandIn } from './support/secrets-manager.js';
+import { until } from './support/until.js';
 
 describe('database credentials from Secrets Manager, rotated while warm', () => {
   let t: TestDb;
@@ -72,7 +73,10 @@ describe('database credentials from Secrets Manager, rotated while warm', () => 
     standIn.secret = JSON.stringify({ DATABASE_URL: roleUrl('second-password') });
     // The warm connections stay logged in; a new one is what meets the new password.
     await t.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'lockstep_rotating'`);
-    await new Promise((r) => setTimeout(r, 100));
+    // Until the runtime's pool has dropped them (an event, not a pause: on a loaded machine the
+    // next request could otherwise take a connection whose end was not yet read).
+    const inner = () => (runtime.db.pool as unknown as { inner?: { pool: { totalCount?: number } } }).inner?.pool;
+    await until('the pool dropped the terminated connections', () => inner()?.totalCount, (n) => n === 0);
     const logged = vi.spyOn(console, 'error').mockImplementation(() => undefined);
     let refused;
     let lines: string[];

@@ -21,7 +21,7 @@ const SERVING = /lockstep: serving on http:\/\/localhost:(\d+)/;
 /** A stack trace line: a one-line error must not come with one. */
 const STACK = /^\s+at /m;
 
-describe('npm start and the processes it runs', { timeout: 240_000 }, () => {
+describe('npm start and the processes it runs', () => {
   let dataDir: string;
   let paths: ReturnType<typeof dataPaths>;
   let port: number;
@@ -97,8 +97,10 @@ describe('npm start and the processes it runs', { timeout: 240_000 }, () => {
 
   it('npm run seed -- --user <id> --rows <n> gives that user n rows in the running database, as server bundles', async () => {
     const run = await serve();
+    // Told only the start's data folder (as `npm start` was): the start's record there names its
+    // database on the moved LOCKSTEP_PG_PORT.
     const seed = (...args: string[]) =>
-      spawnSync('npm', ['run', 'seed', '--', ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, LOCKSTEP_PG_PORT: String(pgPort) } });
+      spawnSync('npm', ['run', 'seed', '--', ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, LOCKSTEP_DATA_DIR: dataDir } });
     const result = seed('--user', 'carol', '--rows', '12345');
     expect(result.status, result.stderr).toBe(0);
     expect(result.stdout).toContain('seed: 12345 / 12345 rows for carol');
@@ -115,6 +117,21 @@ describe('npm start and the processes it runs', { timeout: 240_000 }, () => {
     const bad = seed('--user', 'carol');
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('seed: --rows is required');
+    // The status of the same start, found the same way.
+    const status = spawnSync('npm', ['run', 'status', '--', '--user', 'carol'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, LOCKSTEP_DATA_DIR: dataDir } });
+    expect(status.status, status.stderr).toBe(0);
+    expect(status.stdout).toContain('user carol');
+    // No start on that folder and nothing on the port: one line naming what was tried and what to set.
+    const empty = mkdtempSync(join(tmpdir(), 'lockstep-nostart-'));
+    try {
+      const lost = spawnSync('npm', ['run', 'seed', '--', '--user', 'carol', '--rows', '1'], { cwd: ROOT, encoding: 'utf8',
+        env: { ...process.env, LOCKSTEP_DATA_DIR: empty, LOCKSTEP_PG_PORT: String(await freePort()) } });
+      expect(lost.status).toBe(1);
+      expect(lost.stderr).toMatch(/seed: no database answers at 127\.0\.0\.1:\d+ \(no running npm start recorded in .*lockstep\.pid.*\).*LOCKSTEP_DATA_DIR.*DATABASE_URL/);
+      expect(lost.stderr).not.toMatch(STACK);
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
     process.kill(run.p.npm.pid as number, 'SIGTERM');
     await expectAllStopped(run);
   });
@@ -141,7 +158,7 @@ describe('npm start and the processes it runs', { timeout: 240_000 }, () => {
   it('after a hard kill of the server, its watchdog stops PostgreSQL and the next start serves', async () => {
     const run = await serve();
     process.kill(run.server, 'SIGKILL');
-    expect(await gone(run.postgres, 10_000), 'postgres stopped by the watchdog').toBe(true);
+    expect(await gone(run.postgres), 'postgres stopped by the watchdog').toBe(true);
     await run.p.exited;
     expect(await listening(pgPort)).toBe(false);
     const next = await serve();

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { Pool as NeonPool } from '@neondatabase/serverless';
 import { sql } from '../core/db/index.js';
+import { HANG_MS } from './support/until.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
 
 const runtime = inject('pgRuntime');
@@ -42,7 +43,7 @@ describe(`runtime pool route (${runtime.driver}${runtime.bouncerPort ? ' via PgB
       await t.db.runTx(async (tx) => tx.query(sql`SELECT 1`));
       for (let i = 0; i < 3; i++) await t.db.query(sql`SELECT 1`);
       // PgBouncer may fold its counters in every stats_period (1 s here): poll briefly.
-      await expect.poll(xacts, { timeout: 5000, interval: 200 }).toBeGreaterThanOrEqual(before + 4);
+      await expect.poll(xacts, { timeout: HANG_MS, interval: 200 }).toBeGreaterThanOrEqual(before + 4);
     } finally {
       await admin.end();
     }

@@ -12,6 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { loadConfig } from '../core/config.js';
+import { createPool } from '../core/db/index.js';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { createFanOut, startCommitFeed, type CommitFeed } from '../core/sync/notify/commit-feed.js';
@@ -24,6 +25,8 @@ import { openAppDb, type TestDb } from './support/server-db.js';
 import { apiClient, signToken, startTestServer, TEST_JWT_SECRET, type TestServer } from './support/server.js';
 import { APP_TABLES } from './support/schemas.js';
 import { initEmpty, item, list, pushOk, uuid } from './support/write-helpers.js';
+import { HANG_MS, until } from './support/until.js';
+import { defaultLimits } from '../core/limits.js';
 
 const wsFactory: WebSocketFactory = (url) => new WebSocket(url) as unknown as WebSocketLike;
 
@@ -53,7 +56,7 @@ async function openSocket(baseUrl: string, query: Record<string, string>): Promi
   });
   return {
     messages,
-    next: (timeoutMs = 5000) =>
+    next: (timeoutMs = HANG_MS) =>
       messages.length
         ? Promise.resolve(messages.shift())
         : new Promise((resolve, reject) => {
@@ -164,8 +167,11 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
   let queries = 0;
   const started: Array<{ gateway: Gateway; feed?: CommitFeed }> = [];
 
+  /** Watch requests the gateway's handlers are still working on. */
+  let watching = 0;
+
   /** A gateway whose runtime pool counts every statement it runs. */
-  async function serve(withFeed: boolean): Promise<{ url: string; runtime: Runtime }> {
+  async function serve(withFeed: boolean): Promise<{ url: string; runtime: Runtime; feed: CommitFeed | undefined }> {
     const pool = t.db.pool;
     const counting = new Proxy(pool, {
       get(target, prop, receiver) {
@@ -189,9 +195,21 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
     const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
     const feed = withFeed ? await startCommitFeed(t.url) : undefined;
     const runtime = createRuntime(config, counting, THIS_BUILD, { feed });
-    const gateway = await startGateway({ runtime, auth: { secret: TEST_JWT_SECRET } });
+    const gateway = await startGateway({
+      runtime,
+      auth: { secret: TEST_JWT_SECRET },
+      intercept: async (event, next) => {
+        if (!event.rawPath.endsWith('/watch')) return next();
+        watching++;
+        try {
+          return await next();
+        } finally {
+          watching--;
+        }
+      },
+    });
     started.push({ gateway, ...(feed ? { feed } : {}) });
-    return { url: gateway.url, runtime };
+    return { url: gateway.url, runtime, feed };
   }
 
   beforeAll(async () => {
@@ -206,16 +224,18 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
   });
 
   it('40 waiting watches run no query while they wait, and wake on their user\'s commit', async () => {
-    const { url } = await serve(true);
+    const { url, feed } = await serve(true);
     const writer = apiClient(url, 'lp-user', 'src-writer');
     await initEmpty(writer);
     const watchers = Array.from({ length: 40 }, (_, i) => apiClient(url, 'lp-user', `src-w${i}`));
     await watchers[0]!.get('/sync/capabilities');
     const before = queries;
-    const waits = watchers.map((c) => c.get('/sync/watch?after_bundle_seq=0&wait_seconds=10'));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const waits = watchers.map((c) => c.get(`/sync/watch?after_bundle_seq=0&wait_seconds=${defaultLimits.watchMaxWaitSeconds}`));
+    // Every watch has read once and waits on the feed (a state, however long the machine takes).
+    await until('40 watches wait on the feed', () => feed?.size().subscribers, (n) => n === 40);
     const afterFirstReads = queries;
-    // One point read each, then nothing for a second (polling: 40 × 4 reads per second).
+    // One point read each, then nothing for a second (polling: 40 × 4 reads per second). Load can
+    // only slow a poller down, never make these waiters query.
     expect(afterFirstReads - before).toBeLessThanOrEqual(40);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(queries - afterFirstReads).toBe(0);
@@ -226,23 +246,59 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
 
   for (const withFeed of [true, false]) {
     it(`abandoned watches stop working when their callers go (${withFeed ? 'feed' : 'polling'})`, async () => {
-      const { url } = await serve(withFeed);
+      const { url, feed } = await serve(withFeed);
       const user = `gone-${withFeed}`;
       const token = await signToken(user);
       await initEmpty(apiClient(url, user, 'src-init'));
       const controllers = Array.from({ length: 40 }, () => new AbortController());
+      const wait = defaultLimits.watchMaxWaitSeconds;
+      const opened = Date.now();
       const calls = controllers.map((c, i) =>
-        fetch(`${url}/sync/watch?after_bundle_seq=0&wait_seconds=20`, { headers: { authorization: `Bearer ${token}`, 'sync-source-id': `src-g${i}` }, signal: c.signal }).catch(() => undefined));
-      await new Promise((resolve) => setTimeout(resolve, 400));
+        fetch(`${url}/sync/watch?after_bundle_seq=0&wait_seconds=${wait}`, { headers: { authorization: `Bearer ${token}`, 'sync-source-id': `src-g${i}` }, signal: c.signal }).catch(() => undefined));
+      // Every handler is waiting (on the feed, or between polls) before the callers go.
+      await until('40 watches waiting', () => (withFeed ? feed?.size().subscribers : watching), (n) => n === 40);
+      const beforeAbort = queries;
       for (const c of controllers) c.abort();
       await Promise.all(calls);
-      // Each handler notices at once, reads once more at most, and is done.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Each handler notices, reads once more at most, and is done: counted, not timed (a handler
+      // whose first read was still due counts twice). A poller that missed the abort would read
+      // every 250 ms until its deadline, about 100 reads each.
+      await until('every watch handler finished', () => watching, (n) => n === 0);
+      expect(queries - beforeAbort).toBeLessThanOrEqual(2 * 40);
+      // ...and it finished because its caller went, not at its own deadline (the one bound here,
+      // far above the cost of noticing an abort).
+      expect(Date.now() - opened).toBeLessThan(wait * 1000);
       const settled = queries;
       await new Promise((resolve) => setTimeout(resolve, 1000));
       expect(queries - settled).toBe(0);
     });
   }
+
+  it('closing the gateway waits for the work of the requests it cut, so the pool can end right after', async () => {
+    const pool = await createPool({ connectionString: t.url, max: 2, driver: 'pg' });
+    const config = loadConfig({ DATABASE_URL: t.url, SYNC_TABLES: APP_TABLES.map((d) => `${d.schema}.${d.table}:${d.keyColumn}`).join(',') });
+    const answers: Array<Promise<number>> = [];
+    let waiting = 0;
+    const gateway = await startGateway({
+      runtime: createRuntime(config, pool, THIS_BUILD),
+      auth: { secret: TEST_JWT_SECRET },
+      intercept: (event, next) => {
+        if (event.rawPath.endsWith('/watch')) waiting++;
+        const result = next();
+        answers.push(result.then((r) => (r as { statusCode: number }).statusCode, () => 500));
+        return result;
+      },
+    });
+    await initEmpty(apiClient(gateway.url, 'close-user', 'src-init'));
+    // A long poll (polling, as in Lambda) is waiting when the gateway closes and the pool ends:
+    // the aborted poll reads once more on its way out, which must not meet an ended pool (a 500).
+    const polling = apiClient(gateway.url, 'close-user', 'src-w').get(`/sync/watch?after_bundle_seq=1&wait_seconds=${defaultLimits.watchMaxWaitSeconds}`).catch(() => undefined);
+    await until('the long poll waits', () => waiting, (n) => n === 1);
+    await gateway.close();
+    await pool.end();
+    await polling;
+    expect((await Promise.all(answers)).filter((status) => status >= 500)).toEqual([]);
+  });
 
   it('a dropped LISTEN connection is re-established, and waiters re-check meanwhile', async () => {
     const feed = await startCommitFeed(t.url);
@@ -250,14 +306,9 @@ describe('waiting long polls cost no queries; abandoned ones stop', () => {
       const signals: Array<number | null> = [];
       feed.subscribe('feed-user', (seq) => signals.push(seq));
       await t.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lockstep-listener' AND datname = current_database()`);
-      const deadline = Date.now() + 5000;
-      while (!(feed.listening && signals.includes(null)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(signals).toContain(null);
-      expect(feed.listening).toBe(true);
+      await until('the feed listens again after telling its waiters to re-check', () => feed.listening && signals.includes(null), (ok) => ok);
       await t.exec(`SELECT pg_notify('lockstep_commit', '{"user_id":"feed-user","bundle_seq":7}')`);
-      const until = Date.now() + 2000;
-      while (!signals.includes(7) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(signals).toContain(7);
+      await until('a notification on the new connection arrives', () => signals.includes(7), (ok) => ok);
     } finally {
       await feed.close();
     }

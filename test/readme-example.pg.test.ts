@@ -1,11 +1,12 @@
 /**
  * The README's client example runs as written against what `npm start` serves (the demo schema,
- * development tokens): this takes the code block from README.md, points it at a test server
- * instead of localhost:8787 and at a temporary database file, runs it with tsx, and checks what
- * reached the server. A README edit that breaks the example fails here.
+ * development tokens): this takes the code block from README.md, runs it with tsx with `PORT`
+ * moved to a test server's (as a moved `npm start` has it) and the temporary folder moved to its
+ * own, and checks what reached the server and that nothing was left in the working folder. A
+ * README edit that breaks the example fails here.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,21 +38,19 @@ describe('the README client example', () => {
 
   it('runs as written against npm start\'s schema and puts the list and the to-do on the server', async () => {
     const code = readmeExample();
-    expect(code).toContain("const baseUrl = 'http://localhost:8787';");
     // As in the project folder, whose package.json makes .ts files ES modules (top-level await).
-    writeFileSync(join(dir, 'package.json'), '{"type": "module"}');
-    const file = join(dir, 'example.ts');
-    writeFileSync(
-      file,
-      code
-        .replace("'http://localhost:8787'", JSON.stringify(s.url))
-        .replaceAll("'./client-web/", `'${ROOT}/client-web/`)
-        .replace("'alice.db'", JSON.stringify(join(dir, 'alice.db'))),
-    );
+    const work = join(dir, 'project');
+    const temp = join(dir, 'tmp');
+    mkdirSync(work);
+    mkdirSync(temp);
+    writeFileSync(join(work, 'package.json'), '{"type": "module"}');
+    const file = join(work, 'example.ts');
+    writeFileSync(file, code.replaceAll("'./client-web/", `'${ROOT}/client-web/`));
+    const env = { ...process.env, PORT: new URL(s.url).port, TMPDIR: temp };
     // Asynchronously: the test server answers from this very process.
     const run = () =>
       new Promise<{ status: number; stdout: string; stderr: string }>((resolve) =>
-        execFile(join(ROOT, 'node_modules', '.bin', 'tsx'), [file], { cwd: dir, encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) =>
+        execFile(join(ROOT, 'node_modules', '.bin', 'tsx'), [file], { cwd: work, env, encoding: 'utf8' }, (error, stdout, stderr) =>
           resolve({ status: error ? Number(error.code ?? 1) : 0, stdout, stderr })),
       );
     const first = await run();
@@ -62,6 +61,9 @@ describe('the README client example', () => {
     const second = await run();
     expect(second.status, second.stderr).toBe(0);
     expect(second.stdout).toMatch(/resolution: 'already_attached'/);
+    // The device's database is in the temporary folder, never in the project folder.
+    expect(readdirSync(work).sort()).toEqual(['example.ts', 'package.json']);
+    expect(readdirSync(temp)).toContain('lockstep-alice.db');
     const { rows } = await s.t.exec(
       `SELECT l.title AS list, t.title AS todo FROM demo.lists l JOIN demo.todos t ON t.list_id = l.id AND t._sync_scope_id = l._sync_scope_id
        WHERE l._sync_scope_id = 'alice' ORDER BY 1, 2`);

@@ -56,6 +56,8 @@ const KEY_FINDINGS: Readonly<Record<string, string>> = {
   'sync.push_session_rows': 'a user_id column; PRIMARY KEY (user_id, push_id, row_ordinal), UNIQUE (user_id, push_id, table_id, key_bytes)',
   'sync.snapshot_sessions': 'a user_id column; PRIMARY KEY (user_id, snapshot_id); index (user_id, expires_at)',
   'sync.snapshot_session_rows': 'a user_id column; PRIMARY KEY (user_id, snapshot_id, row_ordinal)',
+  'sync.snapshot_data': 'PRIMARY KEY (user_id, data_id); index (user_id, snapshot_bundle_seq)',
+  'sync.snapshot_chunks': 'a user_id column; PRIMARY KEY (user_id, data_id, first_ordinal)',
   'sync.user_quota': 'PRIMARY KEY (user_id)',
   'sync.user_outcomes': 'PRIMARY KEY (user_id)',
   'sync.ws_connections': 'PRIMARY KEY (user_id, connection_id), foreign key on user_id; index (user_id, expires_at)',
@@ -76,7 +78,9 @@ const SCAN_FINDINGS: Readonly<Record<string, string>> = {
   'sync.push_sessions': 'found by push_id alone (push_sessions_pkey), then joined to user_state; with (user_id, push_id) every lookup names the user',
   'sync.push_session_rows': 'staged rows found by push_id (pkey and key index); with user_id leading both, by (user_id, push_id)',
   'sync.snapshot_sessions': 'found by snapshot_id alone (snapshot_sessions_pkey)',
-  'sync.snapshot_session_rows': 'pages read by (snapshot_id, row_ordinal)',
+  // snapshot_session_rows: only sessions created before layout 17 are paged from it (none in the scenario).
+  'sync.snapshot_data': 'locked and updated by data_id alone (a shared copy\'s expiry, snapshot_create and snapshot_delete)',
+  'sync.snapshot_chunks': 'pages read by (data_id, first_ordinal)',
   'sync.ws_connections': 'ws_disconnect deletes by connection_id alone',
   'sync.bundle_context': 'found by xact = txid_current() (guard, capture, finalize, server writes): needs (user_id, xact), the guard and capture naming the user',
   'sync.capture_rows': 'found by xact alone',
@@ -94,7 +98,7 @@ const GLOBAL_WRITE_FINDINGS: readonly string[] = [
   'sync.capture_rows', // keyed by xact alone
   'sync.counter_deltas', // the global counter ledger
   'sync.push_session_rows', // a session's rows, tied to their user only through push_id
-  'sync.snapshot_session_rows', // likewise through snapshot_id
+  'sync.snapshot_chunks', // a rendered snapshot's chunks, tied to their user only through data_id
 ];
 const GLOBAL_EFFECT_FINDINGS: readonly string[] = [
   'catalog SQL of app.items: nextval(sync.capture_seq)',

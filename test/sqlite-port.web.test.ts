@@ -17,7 +17,7 @@ if (!chromiumPath) console.warn('sqlite-port.web.test.ts: SKIPPED — no chromiu
 /** The case names, from the same module the worker runs (the adapter is never opened here). */
 const names = conformanceCases({ name: 'names only', open: () => Promise.reject(new Error('not here')), reopen: () => Promise.reject(new Error('not here')) }, expect).map((c) => c.name);
 
-describe.skipIf(!chromiumPath)('SQLite port conformance: wa-sqlite on OPFS in chromium', { timeout: 120_000 }, () => {
+describe.skipIf(!chromiumPath)('SQLite port conformance: wa-sqlite on OPFS in chromium', () => {
   let s: TestServer;
   let browser: Browser;
   let results: CaseResult[] = [];
@@ -33,7 +33,7 @@ describe.skipIf(!chromiumPath)('SQLite port conformance: wa-sqlite on OPFS in ch
     results = await page.evaluate(() => (globalThis as unknown as { runConformance: () => Promise<CaseResult[]> }).runConformance());
     expect(errors).toEqual([]);
     console.log(`OPFS conformance in chromium: ${results.map((r) => `${r.ok ? 'ok' : 'FAILED'} ${r.ms} ms ${r.name}`).join('; ')}`);
-  }, 120_000);
+  });
   afterAll(async () => {
     await browser?.close();
     await s?.close();

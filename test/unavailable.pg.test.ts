@@ -187,10 +187,10 @@ describe('503 service_unavailable, never 500', () => {
     const url = `postgres://postgres:postgres@127.0.0.1:${port}/stalled`;
     const s = await serve(url, { connectionString: url, max: 2, driver: 'pg', connectTimeoutMs: 300 });
     const c = s.client('dave');
-    const started = Date.now();
+    // A 503 at all is the proof: without the connect bound the requests would wait forever
+    // (and the test would hang), whatever the load.
     expectUnavailable(await c.get('/sync/pull?after_bundle_seq=0'), 'pull');
     expectUnavailable(await c.post('/sync/connect', { has_local_pending_rows: false }), 'connect');
-    expect(Date.now() - started).toBeLessThan(10_000);
   });
 
   it('too_many_connections (53300, a role at its connection limit) answers 503', async () => {

@@ -126,10 +126,8 @@ describe('write path: connect lifecycle and scope failures', () => {
       const first = await a.post('/sync/connect', { has_local_pending_rows: true });
       expect(first.body.resolution).toBe('initialize_local');
       expect(Date.parse(first.body.lease_expires_at) - Date.now()).toBeLessThanOrEqual(1_100);
-      const b = tiny.client('life-tiny', 'dev-b');
-      const wait = await b.post('/sync/connect', { has_local_pending_rows: true });
-      expect(wait.body.resolution).toBe('retry_later');
-      expect(wait.body.retry_after_seconds).toBe(1);
+      // (Another source told to wait while a lease holds is the first test's; a second request
+      // here could arrive after the 1 s lease on a loaded machine.)
       await new Promise((r) => setTimeout(r, 1_200));
       const expired = await push(a, [list(uuid(), 'x')], { sourceBundleId: 1, initializationId: first.body.initialization_id });
       expectStatus(expired, 410, 'initialization_expired');

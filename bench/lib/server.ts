@@ -34,6 +34,23 @@ const POSTGRES_FLAGS = ['-c', 'max_connections=200', '-c', 'fsync=off', '-c', 's
 /** application_name of the bench's own direct connections. */
 export const BENCH_ADMIN_APPLICATION = 'lockstep-bench-admin';
 
+/**
+ * Requests any bench gateway answered with a 500 (a defect, logged with its stack): a run that
+ * saw one fails, whatever its figures (run.ts, propagation.ts).
+ */
+const internalErrorList: string[] = [];
+
+export function internalErrors(): readonly string[] {
+  return internalErrorList;
+}
+
+/** Counts the gateway's 500 answers into internalErrors(). */
+const countInternalErrors: NonNullable<GatewayOptions['intercept']> = async (event, next) => {
+  const result = (await next()) as { statusCode?: number };
+  if (result.statusCode === 500) internalErrorList.push(`${event.requestContext.http.method} ${event.rawPath}`);
+  return result;
+};
+
 /** Connections of the runtime's pool: what one local gateway process may use. */
 export const RUNTIME_POOL_MAX = 16;
 
@@ -132,7 +149,7 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
     await bootstrap(db, { tables: BENCH_TABLES });
     const feed = options.feed ? await startCommitFeed(databaseUrl) : undefined;
     const runtime = createRuntime(config, pool, THIS_BUILD, { feed });
-    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET }, operatorToken: BENCH_OPERATOR_TOKEN });
+    const gateway = await startGateway({ runtime, auth: { secret: BENCH_JWT_SECRET }, operatorToken: BENCH_OPERATOR_TOKEN, intercept: countInternalErrors });
     const roundTrips = new RoundTripLog();
     const version = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
     return {
@@ -206,6 +223,7 @@ export async function startSideDatabase(server: BenchServer, name: string, optio
   const gateway = await startGateway({
     runtime,
     auth: { secret: BENCH_JWT_SECRET },
+    intercept: countInternalErrors,
     ...(options.staticDir ? { staticDir: options.staticDir } : {}),
     ...(options.devTokens ? { devTokens: true } : {}),
     ...(options.intercept ? { intercept: options.intercept } : {}),

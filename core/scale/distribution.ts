@@ -41,6 +41,9 @@ export const SYNC_TABLE_ROLES: Readonly<Record<string, 'per-user' | 'reference'>
   push_session_rows: 'per-user',
   snapshot_sessions: 'per-user',
   snapshot_session_rows: 'per-user',
+  // A user's rendered snapshot at one ceiling and its chunks, shared by that user's sessions.
+  snapshot_data: 'per-user',
+  snapshot_chunks: 'per-user',
   user_quota: 'per-user',
   user_outcomes: 'per-user',
   ws_connections: 'per-user',

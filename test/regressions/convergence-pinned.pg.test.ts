@@ -41,29 +41,29 @@ describe('regression: pinned convergence scenarios', () => {
 
   it('seed 7, run 10 (orphan rows)', async () => {
     await runScenario(s, '7-10', SEED_7_RUN_10);
-  }, 120_000);
+  });
 
   it('seed 12345, run 2 (committed row count above the pushed one)', async () => {
     await runScenario(s, '12345-2', SEED_12345_RUN_2);
-  }, 120_000);
+  });
 
   it('seed 99, run 6 (a skipped row behind a change that became a no-op)', async () => {
     await runScenario(s, '99-6', SEED_99_RUN_6);
-  }, 120_000);
+  });
 
   it('seed 2024, run 6 (a no-op dirty mark hid the server row)', async () => {
     await runScenario(s, '2024-6', SEED_2024_RUN_6);
-  }, 120_000);
+  });
 
   it('seed 99, run 10 (a rebuild kept the tombstone)', async () => {
     await runScenario(s, '99-10', SEED_99_RUN_10);
-  }, 120_000);
+  });
 
   it('seed 31337, run 19 (a rebuild kept the tombstone)', async () => {
     await runScenario(s, '31337-19', SEED_31337_RUN_19);
-  }, 120_000);
+  });
 
   it('seed 5150, run 21 (a stale snapshot session was not resumed)', async () => {
     await runScenario(s, '5150-21', SEED_5150_RUN_21);
-  }, 120_000);
+  });
 });

@@ -9,6 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { findChromium, prepareChromium, type ChromiumSource } from './npm-chromium.js';
+import { HANG_MS } from './until.js';
 
 export { findChromium, type ChromiumSource };
 
@@ -64,6 +65,10 @@ export async function openDemoDevice(browser: Browser, baseUrl: string, name: st
     ...(options.phone ? { isMobile: true, hasTouch: true, deviceScaleFactor: 2 } : {}),
     acceptDownloads: true,
   });
+  // Playwright's 30 s defaults would time out clicks and navigations on a loaded machine; a
+  // hang still fails, after minutes.
+  context.setDefaultTimeout(HANG_MS);
+  context.setDefaultNavigationTimeout(HANG_MS);
   const page = await context.newPage();
   const pageErrors: string[] = [];
   const consoleErrors: string[] = [];

@@ -13,9 +13,13 @@ import { pathToFileURL } from 'node:url';
 // `@<file>`: the plan is in that file (an argument is at most 128 KiB on Linux; events are not).
 const arg = process.argv[2] ?? '{}';
 const plan = JSON.parse(arg.startsWith('@') ? readFileSync(arg.slice(1), 'utf8') : arg);
+// What the import leaves running (sockets, timers, file reads): a handler does no I/O at import.
+// Taken synchronously on both sides, so the count cannot depend on how busy the machine is.
+const resourcesBefore = process.getActiveResourcesInfo();
 const importStarted = performance.now();
 const mod = await import(pathToFileURL(plan.bundle).href);
 const importMs = performance.now() - importStarted;
+const resourcesAfterImport = process.getActiveResourcesInfo();
 
 let admin;
 if (plan.backends) {
@@ -64,4 +68,4 @@ for (const step of plan.steps) {
 await admin?.end();
 // The handler's pool keeps idle connections open for warm invocations; a test process ends here,
 // once the result (megabytes, for some answers) has gone down the pipe.
-process.stdout.write(`RESULT ${JSON.stringify({ importMs, steps })}\n`, () => process.exit(0));
+process.stdout.write(`RESULT ${JSON.stringify({ importMs, resourcesBefore, resourcesAfterImport, steps })}\n`, () => process.exit(0));

@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isAlive } from '../../dev/processes.js';
+import { HANG_MS } from './until.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -40,7 +41,7 @@ export function npmStart(env: Record<string, string>): StartedProcess {
     npm,
     output: () => text,
     exited,
-    waitFor: (pattern, ms = 90_000) =>
+    waitFor: (pattern, ms = HANG_MS) =>
       new Promise<string>((resolveWait, reject) => {
         const check = () => {
           if (pattern.test(text)) {
@@ -94,7 +95,7 @@ export function watchdogOf(pgPid: number): number | null {
 }
 
 /** Waits until `pid` is gone; false when it is still there after `ms`. */
-export async function gone(pid: number, ms = 15_000): Promise<boolean> {
+export async function gone(pid: number, ms = HANG_MS): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (isAlive(pid)) {
     if (Date.now() > deadline) return false;

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './pg-server.js';
 import { needs, PGBOUNCER_BIN } from './prerequisites.js';
+import { HANG_MS } from './until.js';
 
 export interface PgBouncer {
   readonly port: number;
@@ -27,7 +28,7 @@ function unprivilegedUser(): string | undefined {
   throw new Error('pgbouncer cannot run as root and no unprivileged user (postgres, nobody) exists');
 }
 
-async function waitForPort(port: number, child: ChildProcess, output: () => string, timeoutMs = 10_000): Promise<void> {
+async function waitForPort(port: number, child: ChildProcess, output: () => string, timeoutMs = HANG_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`pgbouncer exited with ${child.exitCode}: ${output()}`);

@@ -1,7 +1,13 @@
 /** Polling for a condition that something asynchronous (a sync loop, a worker) makes true. */
 
+/**
+ * How long a wait for something that should happen gives it before calling it a hang: minutes,
+ * so a loaded machine never fails a test that only waits for an event.
+ */
+export const HANG_MS = 180_000;
+
 /** Reads until `done` holds, and answers that value; fails naming the last value read. */
-export async function until<T>(what: string, read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000, everyMs = 25): Promise<T> {
+export async function until<T>(what: string, read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs = HANG_MS, everyMs = 25): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();

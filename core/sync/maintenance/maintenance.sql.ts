@@ -64,6 +64,21 @@ BEGIN
       FROM (SELECT user_pk, count(*) AS n FROM gone GROUP BY user_pk) g
      WHERE q.user_pk = g.user_pk RETURNING 1)
   SELECT count(*) INTO v_snap FROM gone;
+  -- Snapshot data sets past their expiry (the latest of their sessions', or the grace after the
+  -- last one was deleted): chunks in batches, then the data set. Locked and skipped when locked,
+  -- so a create that is sharing one (and extending its expiry) wins.
+  DELETE FROM sync.snapshot_chunks WHERE ctid = ANY (ARRAY(
+    SELECT c.ctid FROM sync.snapshot_chunks c
+     WHERE c.data_id = ANY (ARRAY(SELECT data_id FROM sync.snapshot_data WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch
+                                   FOR UPDATE SKIP LOCKED))
+     LIMIT p_batch));
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  v_snap_rows := v_snap_rows + v_n;
+  DELETE FROM sync.snapshot_data d WHERE d.data_id = ANY (ARRAY(
+    SELECT data_id FROM sync.snapshot_data WHERE expires_at <= now() ORDER BY expires_at LIMIT p_batch FOR UPDATE SKIP LOCKED))
+    AND d.expires_at <= now() AND NOT EXISTS (SELECT 1 FROM sync.snapshot_chunks c WHERE c.data_id = d.data_id);
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  v_snap_rows := v_snap_rows + v_n;
   -- Fold the counter ledger into its totals, a batch at a time; rows inserted meanwhile stay for
   -- the next step, and two runs never fold one row twice (each deletes what it returns).
   WITH moved AS (

@@ -57,13 +57,33 @@ $fn$
 `);
 
 /**
+ * Rows per stored chunk of a snapshot, and bytes: a new chunk starts at every multiple of either
+ * (see snapshotCreateSql). 500 divides the page sizes clients use (1,000 by default, 5,000 at
+ * most), so their pages are whole chunks; the byte bound keeps a chunk of wide rows small enough
+ * to cut cheaply.
+ */
+export const SNAPSHOT_CHUNK_ROWS = 500;
+export const SNAPSHOT_CHUNK_BYTES = 262_144;
+
+/**
  * A frozen snapshot in ONE statement: every registered table, row_state and the user's latest
- * bundle_seq are read under the same statement snapshot, without locking the write path. Each
- * row is stored rendered (its page text) with its size on the wire, so pages only concatenate.
- * The sort by key (the order a client writes fastest) stays in memory: work_mem is raised for
- * this function alone (a function's SET clause is undone when it returns, pooler-safe). Rows are
+ * bundle_seq are read under the same statement snapshot, without locking the write path. Rows are
+ * rendered once (their page text) and stored as chunks: one row per run of up to 500 rows, the
+ * rows' texts one per line (JSON text holds no raw line break), with the chunk's size on the
+ * wire, so a page joins a few chunks instead of reading and sizing thousands of rows (layout 17).
+ * The sort
+ * by key (the order a client writes fastest) stays in memory: work_mem is raised for this
+ * function alone (a function's SET clause is undone when it returns, pooler-safe). Rows are
  * rendered in protocol `p_form`'s json form (table_catalog.snapshot_v1_sql for protocol 1), which
  * the session keeps: its pages are served in that form only.
+ *
+ * The chunks belong to a data set (`sync.snapshot_data`) that sessions point to. A second device
+ * of the same user at the same ceiling (a reinstall, a second tab or device) shares a recent data
+ * set instead of rendering again: the rows of a user at one bundle_seq are fixed (every write of
+ * a registered table commits a bundle), as long as their rendering is (the render key: the
+ * catalog's row SQL and the layout version). A data set lives at least as long as each session
+ * that uses it (its expires_at is the latest of theirs), and SNAPSHOT_DATA_GRACE after the last
+ * one is deleted; maintenance removes it once expired.
  */
 export const snapshotCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer,
@@ -74,6 +94,8 @@ DECLARE
   v_err jsonb;
   v_id uuid := gen_random_uuid();
   v_union text;
+  v_render text;
+  v_data sync.snapshot_data;
   v_s sync.snapshot_sessions;
 BEGIN
   SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
@@ -99,26 +121,62 @@ BEGIN
   IF NOT FOUND THEN
     RETURN sync.rate_limited(v_us.user_pk, 'snapshot', 'max_open_snapshot_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
-  SELECT string_agg(CASE WHEN p_form = 1 THEN coalesce(snapshot_v1_sql, snapshot_sql) ELSE snapshot_sql END, ' UNION ALL ' ORDER BY table_id)
-    INTO STRICT v_union FROM sync.table_catalog WHERE NOT retired;
-  EXECUTE format($q$
-    WITH latest AS (SELECT latest_bundle_seq FROM sync.user_state WHERE user_pk = $3),
-    src AS (%s),
-    ins AS (
-      INSERT INTO sync.snapshot_session_rows (snapshot_id, row_ordinal, table_id, key_bytes, row_version, row_text, wire_bytes)
-      SELECT $2, x.ordinal, x.table_id, x.key_bytes, x.row_version, x.row_text, sync.wire_bytes(x.row_text)
-      FROM (SELECT (row_number() OVER (ORDER BY s.apply_order, s.table_id, s.key_bytes))::integer - 1 AS ordinal,
-                   s.table_id, s.key_bytes, coalesce(rs.row_version, 0) AS row_version,
-                   tc.row_json_prefix || s.key_json || '},"row_version":' || coalesce(rs.row_version, 0) || ',"payload":' || s.payload_text
-                     || '}' AS row_text
-              FROM src s
-              JOIN sync.table_catalog tc ON tc.table_id = s.table_id
-              LEFT JOIN sync.row_state rs ON rs.user_pk = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes) x
-      RETURNING wire_bytes)
-    INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, json_form)
-    SELECT $2, $3, $4, (SELECT latest_bundle_seq FROM latest), (SELECT count(*) FROM ins), (SELECT coalesce(sum(wire_bytes + 1), 0) FROM ins),
-           now(), now() + make_interval(secs => $5), $6
-  $q$, v_union) USING p_user, v_id, v_us.user_pk, coalesce(p_new, p_source), p_ttl_seconds, p_form;
+  -- The render key covers the form: the row SQL is protocol 1's where a table's json differs.
+  SELECT string_agg(v.row_sql, ' UNION ALL ' ORDER BY v.table_id),
+         md5(string_agg(v.table_id || ':' || v.apply_order || ':' || v.row_json_prefix || v.row_sql, ';' ORDER BY v.table_id)
+           || ';layout ' || coalesce((SELECT value FROM sync.meta WHERE key = 'layout_version'), ''))
+    INTO STRICT v_union, v_render
+    FROM (SELECT table_id, apply_order, row_json_prefix, CASE WHEN p_form = 1 THEN coalesce(snapshot_v1_sql, snapshot_sql) ELSE snapshot_sql END AS row_sql
+            FROM sync.table_catalog WHERE NOT retired) v;
+  -- The rows at the user's latest bundle_seq, already rendered and not expired: shared, and kept
+  -- for this session too. The lock orders this with maintenance and with the delete of the last
+  -- session, which both re-check the expiry.
+  SELECT * INTO v_data FROM sync.snapshot_data
+   WHERE user_pk = v_us.user_pk AND snapshot_bundle_seq = v_us.latest_bundle_seq AND render_key = v_render AND expires_at > now()
+   ORDER BY expires_at DESC LIMIT 1 FOR UPDATE;
+  IF FOUND THEN
+    UPDATE sync.snapshot_data SET expires_at = greatest(expires_at, now() + make_interval(secs => p_ttl_seconds)) WHERE data_id = v_data.data_id;
+    INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
+    VALUES (v_id, v_us.user_pk, coalesce(p_new, p_source), v_data.snapshot_bundle_seq, v_data.row_count, v_data.byte_count, now(),
+            now() + make_interval(secs => p_ttl_seconds), v_data.data_id, p_form);
+  ELSE
+    EXECUTE format($q$
+      WITH latest AS (SELECT latest_bundle_seq FROM sync.user_state WHERE user_pk = $3),
+      src AS (%s),
+      rendered AS (
+        SELECT (row_number() OVER w)::integer - 1 AS ordinal, t.row_text, sum(octet_length(t.row_text) + 1) OVER w - octet_length(t.row_text) - 1 AS bytes_before
+          FROM (SELECT r.apply_order, r.table_id, r.key_bytes, r.row_text
+                  FROM (SELECT s.apply_order, s.table_id, s.key_bytes,
+                               tc.row_json_prefix || s.key_json || '},"row_version":'
+                                 -- A probe of row_state's primary key per row (OFFSET 0: never flattened into a
+                                 -- join): with statistics from before a bulk load the planner joined the user's
+                                 -- row_state by (user_pk, table_id) alone and filtered it per row (22 s for 100k).
+                                 || coalesce((SELECT rs.row_version FROM sync.row_state rs
+                                               WHERE rs.user_pk = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes OFFSET 0), 0)
+                                 || ',"payload":' || s.payload_text || '}' AS row_text
+                          FROM src s
+                          JOIN sync.table_catalog tc ON tc.table_id = s.table_id
+                        -- A fence: each row is rendered once, not once per use of row_text above.
+                        OFFSET 0) r) t
+        WINDOW w AS (ORDER BY t.apply_order, t.table_id, t.key_bytes ROWS UNBOUNDED PRECEDING)),
+      chunks AS (
+        -- The size on the wire as sync.wire_bytes counts it (each quote and backslash once more; a
+        -- line break stands for the comma between rows), in one pass over the chunk.
+        INSERT INTO sync.snapshot_chunks (data_id, first_ordinal, row_count, wire_bytes, body)
+        SELECT $2, g.first_ordinal, g.row_count, 2 * octet_length(g.body) - octet_length(replace(replace(g.body, '"', ''), '\', '')), g.body
+          FROM (SELECT min(ordinal) AS first_ordinal, count(*)::integer AS row_count, string_agg(row_text, E'\n' ORDER BY ordinal) AS body
+                  -- Both bounds grow with the ordinal, so each pair is one run of consecutive rows.
+                  FROM rendered GROUP BY ordinal / $6, bytes_before / $7) g
+        RETURNING row_count, wire_bytes),
+      data AS (
+        INSERT INTO sync.snapshot_data (data_id, user_pk, snapshot_bundle_seq, render_key, row_count, byte_count, created_at, expires_at)
+        SELECT $2, $3, (SELECT latest_bundle_seq FROM latest), $8, (SELECT coalesce(sum(row_count), 0) FROM chunks),
+               (SELECT coalesce(sum(wire_bytes + 1), 0) FROM chunks), now(), now() + make_interval(secs => $5)
+        RETURNING *)
+      INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
+      SELECT $2, $3, $4, d.snapshot_bundle_seq, d.row_count, d.byte_count, d.created_at, d.expires_at, d.data_id, $9 FROM data d
+    $q$, v_union) USING p_user, v_id, v_us.user_pk, coalesce(p_new, p_source), p_ttl_seconds, ${SNAPSHOT_CHUNK_ROWS}, ${SNAPSHOT_CHUNK_BYTES}, v_render, p_form;
+  END IF;
   SELECT * INTO STRICT v_s FROM sync.snapshot_sessions WHERE snapshot_id = v_id;
   RETURN jsonb_build_object('snapshot_id', v_id, 'snapshot_bundle_seq', v_s.snapshot_bundle_seq, 'row_count', v_s.row_count,
     'byte_count', v_s.byte_count, 'expires_at', sync.rfc3339(v_s.expires_at));
@@ -127,9 +185,13 @@ $fn$
 `);
 
 /**
- * A page of a snapshot session, in the json form it was created in. A client asking for another
- * form (it was upgraded while hydrating) is told the session expired, so it starts a new one,
- * unless no registered table has a json column (then both forms are the same rows).
+ * One page: the rows [p_after, p_after + p_max) that fit p_budget (at least one). Pages of
+ * sessions created since layout 17 join stored chunks, splitting the first or last one into its
+ * lines where the page starts or ends inside it; those of older sessions (a rolling
+ * deploy) are read row by row as before. Pages are served in the json form the session was
+ * created in: a client asking for another form (it was upgraded while hydrating) is told the
+ * session expired, so it starts a new one, unless no registered table has a json column (then
+ * both forms are the same rows).
  */
 export const snapshotPageSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint,
@@ -138,6 +200,17 @@ RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_s sync.snapshot_sessions;
   v_envelope integer;
+  v_end bigint;
+  v_next bigint := p_after;
+  v_used bigint;
+  v_parts text[] := '{}';
+  v_c record;
+  v_from integer;
+  v_to integer;
+  v_take integer;
+  v_wire bigint;
+  v_row_wire bigint;
+  v_rows text[];
 BEGIN
   SELECT s.* INTO v_s FROM sync.snapshot_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
    WHERE s.snapshot_id = p_snapshot AND u.user_id = p_user;
@@ -154,50 +227,104 @@ BEGIN
       'snapshot session %s was rendered for Sync-Protocol-Version %s; create a new one', p_snapshot, v_s.json_form)), NULL::text;
     RETURN;
   END IF;
-  -- Budgets are in escaped bytes (sync.wire_bytes): each row its stored size plus a comma (rows
-  -- of sessions created before layout 5 are measured here), plus the page's own envelope.
+  -- Budgets are in escaped bytes (sync.wire_bytes): each row its stored size plus a comma, plus
+  -- the page's own envelope.
   v_envelope := sync.wire_bytes('{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
     || ',"row_count":' || v_s.row_count || ',"rows":[],"next_row_ordinal":' || (p_after + p_max) || ',"has_more":false}');
-  RETURN QUERY
-  WITH page AS (
-    SELECT r.row_ordinal, r.row_text, r.table_id, r.key_bytes, r.row_version, r.payload,
-           sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.row_version,
-             r.payload))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
-    -- Ordinals are dense, so the page is the range [p_after, p_after + p_max) of the primary key
-    -- (snapshot_id, row_ordinal). The upper bound matters: a fresh session has no statistics, and
-    -- with only a lower bound the planner chose a bitmap scan plus an on-disk sort of the whole
-    -- remaining snapshot (100k rows) to return one page.
-    FROM (SELECT * FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot
-            AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
-          ORDER BY row_ordinal) r
-    JOIN sync.table_catalog tc ON tc.table_id = r.table_id
-  ), chosen AS (
-    SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
-  )
+  IF v_s.data_id IS NULL THEN
+    RETURN QUERY
+    WITH page AS (
+      SELECT r.row_ordinal, r.row_text, r.table_id, r.key_bytes, r.row_version, r.payload,
+             sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.row_version,
+               r.payload))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
+      -- Ordinals are dense, so the page is the range [p_after, p_after + p_max) of the primary key.
+      FROM (SELECT * FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot
+              AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
+            ORDER BY row_ordinal) r
+      JOIN sync.table_catalog tc ON tc.table_id = r.table_id
+    ), chosen AS (
+      SELECT page.* FROM page WHERE page.cumulative <= p_budget OR page.row_ordinal = p_after
+    )
+    SELECT NULL::jsonb, '{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
+      || ',"row_count":' || v_s.row_count
+      || ',"rows":[' || coalesce(string_agg(coalesce(c.row_text, (SELECT sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes,
+           c.row_version, c.payload) FROM sync.table_catalog tc WHERE tc.table_id = c.table_id)), ',' ORDER BY c.row_ordinal), '')
+      || '],"next_row_ordinal":' || (p_after + count(c.row_ordinal))
+      || ',"has_more":' || (p_after + count(c.row_ordinal) < v_s.row_count)::text || '}'
+    FROM chosen c;
+    RETURN;
+  END IF;
+  v_used := v_envelope;
+  v_end := least(p_after + p_max, v_s.row_count);
+  IF p_after < v_end THEN
+    -- The chunk holding row p_after, then the following ones up to the page's end.
+    FOR v_c IN SELECT c.first_ordinal, c.row_count, c.wire_bytes, c.body FROM sync.snapshot_chunks c
+                WHERE c.data_id = v_s.data_id AND c.first_ordinal < v_end
+                  AND c.first_ordinal >= (SELECT max(x.first_ordinal) FROM sync.snapshot_chunks x WHERE x.data_id = v_s.data_id AND x.first_ordinal <= p_after)
+                ORDER BY c.first_ordinal LOOP
+      v_from := (v_next - v_c.first_ordinal)::integer;
+      v_to := (least(v_end, v_c.first_ordinal + v_c.row_count) - v_c.first_ordinal)::integer;
+      IF v_from = 0 AND v_to = v_c.row_count AND v_used + v_c.wire_bytes + 1 <= p_budget THEN
+        -- The whole chunk: the common case.
+        v_parts := v_parts || replace(v_c.body, E'\n', ',');
+        v_used := v_used + v_c.wire_bytes + 1;
+        v_next := v_next + v_c.row_count;
+        CONTINUE;
+      END IF;
+      -- Rows v_from .. v_to - 1 of the chunk, as many as the budget allows (the page's first row always).
+      v_rows := string_to_array(v_c.body, E'\n');
+      v_take := 0;
+      v_wire := 0;
+      WHILE v_from + v_take < v_to LOOP
+        v_row_wire := 2 * octet_length(v_rows[v_from + v_take + 1]) - octet_length(replace(replace(v_rows[v_from + v_take + 1], '"', ''), '\', '')) + 1;
+        EXIT WHEN v_used + v_wire + v_row_wire > p_budget AND v_next + v_take > p_after;
+        v_wire := v_wire + v_row_wire;
+        v_take := v_take + 1;
+      END LOOP;
+      IF v_take > 0 THEN
+        v_parts := v_parts || array_to_string(v_rows[v_from + 1:v_from + v_take], ',');
+        v_used := v_used + v_wire;
+        v_next := v_next + v_take;
+      END IF;
+      -- The budget ended the page inside this chunk.
+      EXIT WHEN v_from + v_take < v_to;
+    END LOOP;
+  END IF;
   -- JSON text by concatenation of the rows rendered at create, never cast to json (see sync.pull).
-  SELECT NULL::jsonb, '{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
-    || ',"row_count":' || v_s.row_count
-    || ',"rows":[' || coalesce(string_agg(coalesce(c.row_text, (SELECT sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, c.key_bytes,
-         c.row_version, c.payload) FROM sync.table_catalog tc WHERE tc.table_id = c.table_id)), ',' ORDER BY c.row_ordinal), '')
-    || '],"next_row_ordinal":' || (p_after + count(c.row_ordinal))
-    || ',"has_more":' || (p_after + count(c.row_ordinal) < v_s.row_count)::text || '}'
-  FROM chosen c;
+  RETURN QUERY SELECT NULL::jsonb, '{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
+    || ',"row_count":' || v_s.row_count || ',"rows":[' || array_to_string(v_parts, ',') || '],"next_row_ordinal":' || v_next
+    || ',"has_more":' || (v_next < v_s.row_count)::text || '}';
 END
 $fn$
 `);
 
+/**
+ * How long a data set outlives the delete of its last session, for another device at the same
+ * ceiling (a reinstall right after a hydration); maintenance then removes it.
+ */
+export const SNAPSHOT_DATA_GRACE = '2 minutes';
+
+/** Ends a session; the last session of a data set leaves it SNAPSHOT_DATA_GRACE to live. */
 export const snapshotDeleteSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_delete(p_user text, p_snapshot uuid) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_user_pk bigint;
+  v_data uuid;
 BEGIN
   DELETE FROM sync.snapshot_sessions s USING sync.user_state u
    WHERE s.snapshot_id = p_snapshot AND u.user_pk = s.user_pk AND u.user_id = p_user
-  RETURNING s.user_pk INTO v_user_pk;
+  RETURNING s.user_pk, s.data_id INTO v_user_pk, v_data;
   IF NOT FOUND THEN
     RETURN sync.err('snapshot_session_not_found', format('snapshot session %s does not exist', p_snapshot));
   END IF;
   DELETE FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot;
+  IF v_data IS NOT NULL THEN
+    -- Locked first, so a create sharing the data set meanwhile (it extends the expiry) and a
+    -- concurrent delete of its other session are seen.
+    PERFORM 1 FROM sync.snapshot_data WHERE data_id = v_data FOR UPDATE;
+    UPDATE sync.snapshot_data d SET expires_at = least(d.expires_at, now() + interval '${SNAPSHOT_DATA_GRACE}')
+     WHERE d.data_id = v_data AND NOT EXISTS (SELECT 1 FROM sync.snapshot_sessions s WHERE s.data_id = v_data);
+  END IF;
   UPDATE sync.user_quota SET open_snapshot_sessions = open_snapshot_sessions - 1 WHERE user_pk = v_user_pk;
   RETURN jsonb_build_object('deleted', true);
 END
