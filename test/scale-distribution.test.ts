@@ -64,6 +64,8 @@ function targetLayout(): LayoutFacts {
     syncTable('push_session_rows', ['user_id', 'push_id', 'row_ordinal'], { unique: [['user_id', 'push_id', 'table_id', 'key_bytes']] }),
     syncTable('snapshot_sessions', ['user_id', 'snapshot_id']),
     syncTable('snapshot_session_rows', ['user_id', 'snapshot_id', 'row_ordinal']),
+    syncTable('snapshot_data', ['user_id', 'data_id']),
+    syncTable('snapshot_chunks', ['user_id', 'data_id', 'first_ordinal']),
     syncTable('user_quota', ['user_id']),
     syncTable('user_outcomes', ['user_id']),
     syncTable('ws_connections', ['user_id', 'connection_id'], { fk: true }),
