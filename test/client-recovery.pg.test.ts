@@ -37,6 +37,21 @@ function hookedServer(env: Record<string, string> = {}) {
   return { hooks, requests, start };
 }
 
+/**
+ * `count` hooks that let the first snapshot page through and answer every later page request 503
+ * (retry at once), so a download is cut after its first page.
+ */
+function failSnapshotPagesAfterFirst(count: number): Hook[] {
+  let pages = 0;
+  const failLater: Hook = async (event, next) => {
+    if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
+    pages++;
+    if (pages === 1) return next();
+    return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
+  };
+  return Array.from({ length: count }, () => failLater);
+}
+
 const withResolver = (table: string, resolver: NonNullable<TableConfig['resolver']>): TableConfig[] =>
   LOCAL_APP_TABLES.map((t) => (t.table === table ? { ...t, resolver } : t));
 
@@ -331,14 +346,7 @@ describe('web client: pruned history and small responses', () => {
     }
     await prune();
     // The first snapshot page arrives; every later page request fails until the retries run out.
-    let pages = 0;
-    const failLater: Hook = async (event, next) => {
-      if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
-      pages++;
-      if (pages === 1) return next();
-      return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
-    };
-    for (let i = 0; i < 12; i++) h.hooks.push(failLater);
+    h.hooks.push(...failSnapshotPagesAfterFirst(12));
     await expect(b.client.pullToStable()).rejects.toMatchObject({ code: 'service_unavailable' });
     h.hooks.length = 0;
     expect((await b.client.pendingStatus()).rebuildRequired).toBe(true);
@@ -364,14 +372,7 @@ describe('web client: pruned history and small responses', () => {
     await a.client.sync();
     const b = await device(user, { config: { pageRows: 2 } });
     // The first snapshot page arrives; every later page request fails until the retries run out.
-    let pages = 0;
-    const failLater: Hook = async (event, next) => {
-      if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
-      pages++;
-      if (pages === 1) return next();
-      return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
-    };
-    for (let i = 0; i < 20; i++) h.hooks.push(failLater);
+    h.hooks.push(...failSnapshotPagesAfterFirst(20));
     await expect(b.client.attach(user)).rejects.toMatchObject({ code: 'service_unavailable' });
     h.hooks.length = 0;
     // The first page (two lists) is in the table already, as the server's rows (not local changes);
