@@ -204,19 +204,39 @@ async function upsertSetBased(tx: SqliteStatements, t: TableModel, data: readonl
 
 /**
  * The tables the hydration of an attach may write straight into instead of staging: untouched (no
- * rows, no pending, skipped or versioned keys, so there is nothing to keep, replace or delete) and
- * without foreign keys (a page then never holds a row whose parent comes in a later page's
- * transaction). Their rows show up page by page, a consistent snapshot's rows in key order; the
- * others wait for the final apply. Staging the rows and copying them again cost as much as the
- * whole insert (bench/README.md).
+ * rows, no pending, skipped or versioned keys, so there is nothing to keep, replace or delete), and
+ * each of whose local foreign keys points at a parent written straight in as well, which the
+ * server's snapshot sends first: its own foreign key to that parent, published in capabilities,
+ * orders the parent's rows before the child's (protocol §5.6) unless the two reference each other
+ * (a cycle: no order) or the table itself. So a page never holds a row whose parent comes in a
+ * later page's transaction; should one come anyway (a server whose order lags a foreign key added
+ * since), the download starts over staged (downloadSnapshot). Their rows show up page by page, a
+ * consistent snapshot's rows in key order; the others wait for the final apply. Staging the rows
+ * and copying them again cost as much as the whole insert (bench/README.md).
  */
 export async function directTables(tx: SqliteStatements, model: LocalModel): Promise<Set<string>> {
   const direct = new Set<string>();
+  // Parents first (model.tables' order), so a parent is decided before its children.
   for (const t of model.tables) {
-    const [fk] = await tx.query('SELECT 1 AS x FROM pragma_foreign_key_list(?) LIMIT 1', [t.local]);
-    if (!fk && (await untouched(tx, t))) direct.add(t.local);
+    const parents = await tx.query<{ table: string }>('SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)', [t.local]);
+    const ordered = parents.every(({ table }) => {
+      const parent = model.byLocal.get(table);
+      return parent !== undefined && parent !== t && direct.has(parent.local) && (t.serverReferences ?? []).includes(parent.wireName) && !reaches(model, parent, t);
+    });
+    if (ordered && (await untouched(tx, t))) direct.add(t.local);
   }
   return direct;
+}
+
+/** Whether `from` references `to` on the server, directly or through other tables. */
+function reaches(model: LocalModel, from: TableModel, to: TableModel): boolean {
+  const seen = new Set<string>();
+  const visit = (t: TableModel): boolean => {
+    if (seen.has(t.wireName)) return false;
+    seen.add(t.wireName);
+    return (t.serverReferences ?? []).some((name) => name === to.wireName || (model.byWire.has(name) && visit(model.byWire.get(name) as TableModel)));
+  };
+  return visit(from);
 }
 
 type SnapshotRow = { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> };

@@ -34,6 +34,11 @@ export interface TableModel {
   readonly columns: readonly ColumnCodec[];
   /** Parents before children. */
   readonly order: number;
+  /**
+   * The tables (wire names) this table's foreign keys reference on the server, as its
+   * `registered_table_specs` publish them; absent when the server does not publish them.
+   */
+  readonly serverReferences?: readonly string[];
   readonly resolver?: ConflictResolver;
 }
 
@@ -199,7 +204,11 @@ export async function buildLocalModelAhead(db: SqliteStatements, configs: readon
     if (key) {
       const keyOk = spec.sync_key.kind === 'text' ? key.affinity === 'TEXT' : key.affinity === 'TEXT' || (key.affinity === 'BLOB' && !key.untyped);
       if (!keyOk) problems.push(`${localName}.${keyName}: a ${spec.sync_key.kind} sync key must be TEXT PRIMARY KEY${spec.sync_key.kind === 'uuid' ? ' or BLOB PRIMARY KEY' : ''}`);
-      models.push({ schema: config.schema, table: config.table, wireName, local: localName, key: { ...key, kind: spec.sync_key.kind }, columns, ...(config.resolver ? { resolver: config.resolver } : {}) });
+      models.push({
+        schema: config.schema, table: config.table, wireName, local: localName, key: { ...key, kind: spec.sync_key.kind }, columns,
+        ...(spec.foreign_keys ? { serverReferences: spec.foreign_keys.map((fk) => `${fk.references.schema}.${fk.references.table}`) } : {}),
+        ...(config.resolver ? { resolver: config.resolver } : {}),
+      });
     } else if (pk.length === 1) {
       problems.push(`${localName}: has no column ${keyName}`);
     }

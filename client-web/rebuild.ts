@@ -11,10 +11,10 @@
  * next page; an expired or vanished session is answered as `vanished` and started over.
  */
 import { SnapshotSession, type SnapshotPage, type SourceReplacementReason } from '../core/protocol/read-path.js';
-import { inApplyMode, stageSnapshotRows } from './apply.js';
+import { applyTransaction, inApplyMode, stageSnapshotRows } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
-import { stagedTables } from './install.js';
+import { resetStageTables, stagedTables } from './install.js';
 import { isCode, SOURCE_REFUSALS } from './http-errors.js';
 import { recordSnapshotProgress, type SnapshotDownload } from './state.js';
 import { type SyncHttpError } from './transport.js';
@@ -45,10 +45,19 @@ export async function createSnapshotSession(ctx: ClientContext, rotation: Rotati
   };
 }
 
+/** Thrown inside a page's transaction (rolling it back): a row's parent was not written before it. */
+class ParentNotBefore extends Error {}
+
 /**
  * Downloads the remaining pages into the stage tables; `vanished` when the session is gone. The
  * next page is requested as soon as a page arrives, so the network and the staging transaction
  * overlap; the durable position still moves only after a page is staged.
+ *
+ * A page written straight into a table with a foreign key (directTables) commits like a pull: a
+ * row under a parent the app deleted meanwhile goes with it (the cascade the local delete stands
+ * for). A row whose parent this device never had means the server did not send parents first:
+ * then the download starts over from the first row of the same session with every table staged,
+ * and the final apply replaces what the direct pages wrote.
  */
 export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDownload): Promise<'downloaded' | 'vanished'> {
   type Fetched = { readonly page: SnapshotPage } | { readonly error: unknown };
@@ -60,7 +69,7 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
       })
       .then((page) => ({ page }), (error: unknown) => ({ error }));
   let next = download.nextRowOrdinal;
-  const staged = await stagedTables(ctx.db, ctx.model);
+  let staged = await stagedTables(ctx.db, ctx.model);
   ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: download.rowCount });
   let inflight = next < download.rowCount ? fetchPage(next) : null;
   while (inflight) {
@@ -75,11 +84,27 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
       throw new ClientError(ClientErrorCode.protocolViolation, `snapshot page after ${next} made no progress`);
     }
     inflight = page.has_more && after < download.rowCount ? fetchPage(after) : null;
-    await ctx.db.transaction(async (tx) => {
-      // Capture off: rows written straight into a table are the server's, not local changes.
-      await inApplyMode(tx, () => stageSnapshotRows(tx, ctx.model, page.rows, staged));
-      await recordSnapshotProgress(tx, after);
-    });
+    const into = staged;
+    try {
+      await applyTransaction(ctx.db, ctx.model, async (tx) => {
+        // Capture off: rows written straight into a table are the server's, not local changes.
+        await inApplyMode(tx, () => stageSnapshotRows(tx, ctx.model, page.rows, into));
+        await recordSnapshotProgress(tx, after);
+      }, async () => {
+        throw new ParentNotBefore();
+      });
+    } catch (error) {
+      if (!(error instanceof ParentNotBefore)) throw error;
+      await ctx.db.transaction(async (tx) => {
+        await resetStageTables(tx, ctx.model);
+        await recordSnapshotProgress(tx, 0);
+      });
+      staged = await stagedTables(ctx.db, ctx.model);
+      next = 0;
+      inflight = fetchPage(0);
+      ctx.progress({ phase: 'hydrate', rowsDone: 0, rowsTotal: download.rowCount });
+      continue;
+    }
     next = after;
     ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: download.rowCount });
   }

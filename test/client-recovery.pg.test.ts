@@ -362,7 +362,7 @@ describe('web client: pruned history and small responses', () => {
     expect((await b.client.pendingStatus()).rebuildRequired).toBe(false);
   });
 
-  it('the hydration of an attach writes a table without foreign keys page by page; cut off, the next sync resumes it and keeps what the app wrote meanwhile', async () => {
+  it('the hydration of an attach writes untouched tables page by page; cut off, the next sync resumes it and keeps what the app wrote meanwhile', async () => {
     const user = 'u-direct';
     const a = await device(user);
     await a.client.attach(user);
@@ -375,12 +375,13 @@ describe('web client: pruned history and small responses', () => {
     h.hooks.push(...failSnapshotPagesAfterFirst(20));
     await expect(b.client.attach(user)).rejects.toMatchObject({ code: 'service_unavailable' });
     h.hooks.length = 0;
-    // The first page (two lists) is in the table already, as the server's rows (not local changes);
-    // items, which has a foreign key, waits in its stage table for the final apply.
+    // The first page (two lists) is in the table already, as the server's rows (not local changes).
+    // Items has a foreign key to lists, which the server's snapshot sends first: written straight
+    // in as well, so no table is staged.
     const mid = await localState(b.db);
     expect(Object.keys(mid.lists)).toHaveLength(2);
     expect(mid.items).toEqual({});
-    expect(await b.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_sync\\_stage\\_%' ESCAPE '\\'")).toEqual([{ name: '_sync_stage_items' }]);
+    expect(await b.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_sync\\_stage\\_%' ESCAPE '\\'")).toEqual([]);
     expect(await b.client.pendingStatus()).toMatchObject({ dirtyRows: 0, rebuildRequired: true });
     // The app writes meanwhile; the next sync resumes the same download and keeps that row.
     const mine = uuid();
@@ -392,6 +393,84 @@ describe('web client: pruned history and small responses', () => {
     const state = await expectConverged(s, user, a, b);
     expect(Object.keys(state.lists)).toHaveLength(6);
     expect(state.lists[mine]?.title).toBe('written during the hydration');
+  });
+
+  it('the hydration of an attach writes a table with a foreign key page by page after its parents; a parent the app deletes meanwhile takes the children of later pages along, as a pull would', async () => {
+    const user = 'u-direct-children';
+    const a = await device(user);
+    await a.client.attach(user);
+    const listIds = Array.from({ length: 3 }, () => uuid());
+    for (const [i, id] of listIds.entries()) {
+      await write.list(a.db, id, `list ${i}`);
+      for (let n = 0; n < 3; n++) await write.item(a.db, uuid(), id, `item ${i}.${n}`);
+    }
+    await a.client.sync();
+    const server = await serverState(s, user);
+    const b = await device(user, { config: { pageRows: 4 } });
+    let pages = 0;
+    const failLater: Hook = async (event, next) => {
+      if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
+      pages++;
+      if (pages === 1) return next();
+      return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
+    };
+    for (let i = 0; i < 20; i++) h.hooks.push(failLater);
+    await expect(b.client.attach(user)).rejects.toMatchObject({ code: 'service_unavailable' });
+    h.hooks.length = 0;
+    // The first page: the three lists, then the first item (the lowest key), in the table already.
+    const mid = await localState(b.db);
+    expect(Object.keys(mid.lists).sort()).toEqual([...listIds].sort());
+    const [firstItem, ...otherItems] = Object.keys(server.items).sort();
+    expect(Object.keys(mid.items)).toEqual([firstItem]);
+    expect(mid.items[firstItem as string]).toEqual(server.items[firstItem as string]);
+    expect(await b.client.pendingStatus()).toMatchObject({ dirtyRows: 0, rebuildRequired: true });
+    // The app deletes a list whose items are all in later pages: they arrive under a parent deleted
+    // here, and go with it (captured, so the push deletes them on the server too).
+    const gone = listIds.find((id) => id !== mid.items[firstItem as string]?.list_id) as string;
+    expect(otherItems.filter((id) => server.items[id]?.list_id === gone)).toHaveLength(3);
+    await write.deleteList(b.db, gone);
+    await b.client.sync();
+    await b.client.sync();
+    await a.client.sync();
+    const state = await expectConverged(s, user, a, b);
+    expect(Object.keys(state.lists).sort()).toEqual(listIds.filter((id) => id !== gone).sort());
+    expect(Object.values(state.items).filter((item) => item.list_id === gone)).toEqual([]);
+    expect(Object.keys(state.items)).toHaveLength(6);
+  });
+
+  it('a snapshot that sends a child before its parent (a server whose order lags its foreign keys) makes the hydration start over staged, and it converges', async () => {
+    const user = 'u-children-first';
+    const a = await device(user);
+    await a.client.attach(user);
+    for (let i = 0; i < 2; i++) {
+      const listId = uuid();
+      await write.list(a.db, listId, `list ${i}`);
+      for (let n = 0; n < 3; n++) await write.item(a.db, uuid(), listId, `item ${i}.${n}`);
+    }
+    await a.client.sync();
+    // The server's snapshot renders each table with its place in the order: swap lists and items.
+    const swap = (from: string, to: string) =>
+      // As an operator repairs by hand: the owner, holding the bootstrap lock.
+      s.t.exec(`BEGIN; SELECT pg_advisory_xact_lock(7020140421);
+        UPDATE sync.table_catalog SET snapshot_sql = replace(snapshot_sql, '${from}', '${to}'),
+               snapshot_v1_sql = replace(snapshot_v1_sql, '${from}', '${to}'); COMMIT`);
+    const orders = await s.t.db.query<{ table_name: string; apply_order: number }>(sql`SELECT table_name, apply_order FROM sync.table_catalog`);
+    const order = (name: string) => orders.find((o) => o.table_name === name)?.apply_order as number;
+    expect(order('lists')).toBeLessThan(order('items'));
+    await swap(`${order('lists')} AS apply_order`, '9999 AS apply_order');
+    try {
+      const b = await device(user, { config: { pageRows: 4 } });
+      const from = h.requests.length;
+      await b.client.attach(user);
+      const pages = h.requests.slice(from).filter((r) => r.startsWith('GET /sync/snapshot-sessions/'));
+      // 8 rows in pages of 4, items first: the first page could not commit, the download started
+      // over from row 0 with every table staged (the second page, fetched meanwhile, is dropped).
+      expect(pages).toHaveLength(4);
+      await expectConverged(s, user, a, b);
+      expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
+    } finally {
+      await swap('9999 AS apply_order', `${order('lists')} AS apply_order`);
+    }
   });
 
   for (const oneRequest of [false, true]) {

@@ -7,7 +7,8 @@
  * the access handles), both with OPFS in memory (a context without a profile) and on disk (a
  * browser profile, also closed and started again): every committed row is there, the unfinished
  * transaction left nothing, and SQLite's integrity check passes. A database an earlier version wrote
- * with the rollback journal opens in WAL mode with its rows.
+ * with the rollback journal opens in WAL mode with its rows. A checkpoint reads the WAL it copies from
+ * memory (opfs-vfs.ts), and the database holds every row after it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +19,7 @@ import { findChromium, launchChromium } from './support/browser.js';
 import { prepareChromium } from './support/npm-chromium.js';
 import { startTestServer, type TestServer } from './support/server.js';
 import { buildWebFixture } from './support/web-fixture.js';
-import type { DurabilityAnswer, DurabilityJob, FlushAnswer } from './support/web/opfs-durability-worker.js';
+import type { CheckpointAnswer, DurabilityAnswer, DurabilityJob, FlushAnswer } from './support/web/opfs-durability-worker.js';
 
 const chromiumPath = findChromium();
 if (!chromiumPath) console.warn('opfs-durability.web.test.ts: SKIPPED — no chromium found (install Debian\'s chromium or set CHROMIUM_PATH)');
@@ -88,6 +89,18 @@ describe.skipIf(!chromiumPath)('OPFS adapter: WAL, and what survives a worker th
       expect(before.atCommit).toBeGreaterThan(0);
     } finally {
       await context.close();
+    }
+  });
+
+  it('a checkpoint reads the WAL frames it copies from memory, not from OPFS (one read per page before), and the database holds every row after it', async () => {
+    const browser = await launchChromium(chromiumPath as NonNullable<typeof chromiumPath>);
+    try {
+      const page = await openPage(await browser.newContext(), s.url);
+      const answer = await step<CheckpointAnswer>(page, { step: 'checkpoint', name: 'checkpointed' });
+      expect(answer.framesCopied).toBeGreaterThan(100);
+      expect({ reads: answer.reads, rows: answer.rows, integrity: answer.integrity }).toEqual({ reads: 0, rows: 2000, integrity: 'ok' });
+    } finally {
+      await browser.close();
     }
   });
 

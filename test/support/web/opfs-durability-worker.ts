@@ -6,6 +6,8 @@
  * `journalMode` opens it in that mode (a database an earlier adapter wrote: `delete`).
  * `flushes`: counts the sync access handles' flush() calls of one small commit, when it returns
  * and, for `soon`, whether one follows (`flush` of the adapter: `soon` or `commit`).
+ * `checkpoint`: commits a transaction of a few hundred pages, counts the sync access handles' read()
+ * calls while SQLite checkpoints it into the database, closes and opens it again, and answers what it holds.
  * `read`: opens the database again (in the default mode) and answers what it holds, its journal and locking modes and
  * SQLite's integrity check.
  */
@@ -15,7 +17,16 @@ import type { SqliteDb } from '../../../client-web/sqlite/port.js';
 export type DurabilityJob =
   | { readonly step: 'write'; readonly name: string; readonly committed: number; readonly journalMode?: 'wal' | 'delete' }
   | { readonly step: 'read'; readonly name: string }
-  | { readonly step: 'flushes'; readonly name: string; readonly flush: 'soon' | 'commit' };
+  | { readonly step: 'flushes'; readonly name: string; readonly flush: 'soon' | 'commit' }
+  | { readonly step: 'checkpoint'; readonly name: string };
+
+/** `checkpoint`: the frames SQLite copied, the OPFS reads that took, and the database opened again. */
+export interface CheckpointAnswer {
+  readonly framesCopied: number;
+  readonly reads: number;
+  readonly rows: number;
+  readonly integrity: string;
+}
 
 /** `flushes`: the files' flushes when a one-row COMMIT returned, and whether one followed later. */
 export interface FlushAnswer {
@@ -87,10 +98,38 @@ async function flushes(name: string, flush: 'soon' | 'commit'): Promise<FlushAns
   return { atCommit, later: counter.count > atCommit };
 }
 
+/** Every read() of a sync access handle in this worker, counted. */
+function countReads(): { readonly count: number } {
+  const counter = { count: 0 };
+  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { read(...args: unknown[]): number } } }).FileSystemSyncAccessHandle.prototype;
+  const read = proto.read;
+  proto.read = function (this: unknown, ...args: unknown[]) {
+    counter.count++;
+    return read.apply(this, args);
+  };
+  return counter;
+}
+
+async function checkpoint(name: string): Promise<CheckpointAnswer> {
+  let db = await open(name);
+  await db.exec('CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL); CREATE INDEX notes_by_title ON notes (title)');
+  await db.transaction((tx) => tx.runMany('INSERT INTO notes (title) VALUES (?)', Array.from({ length: 2000 }, (_, i) => [`${(i * 7919) % 2000} ${'x'.repeat(200)}`])));
+  const counter = countReads();
+  const [copied] = await db.query<{ checkpointed: number }>('PRAGMA wal_checkpoint(PASSIVE)');
+  const reads = counter.count;
+  await db.close();
+  db = await open(name);
+  const [n] = await db.query<{ n: number }>('SELECT count(*) AS n FROM notes');
+  const [check] = await db.query<{ integrity_check: string }>('PRAGMA integrity_check');
+  await db.close();
+  return { framesCopied: Number(copied?.checkpointed), reads, rows: Number(n?.n), integrity: String(check?.integrity_check) };
+}
+
 scope.onmessage = async (event) => {
   const job = event.data;
   try {
     if (job.step === 'flushes') return scope.postMessage(await flushes(job.name, job.flush));
+    if (job.step === 'checkpoint') return scope.postMessage(await checkpoint(job.name));
     const db = await open(job.name, job.step === 'write' ? job.journalMode : undefined);
     if (job.step === 'read') return scope.postMessage(await describe(db));
     await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
