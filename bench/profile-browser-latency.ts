@@ -8,7 +8,12 @@
  *   npx tsx bench/profile-browser-latency.ts [writes=8] [printed=3]
  *
  * Prints the timelines of the last `printed` writes and, over all writes, the medians of each
- * kind of event's time and OPFS calls.
+ * kind of event's time and OPFS calls, and of the hops of a write (click → A's push request
+ * starts → it reaches Node → its answer leaves → B's socket message → B renders). The gateway's
+ * side is on the same timeline: when each request reached Node and its body was read, every
+ * PostgreSQL query, every WebSocket message sent, and every moment Node's event loop was more than
+ * 3 ms late (busy, or not given a CPU: on a loaded machine the largest item of all).
+ * PERSISTENT=1: profiles on disk; DEV_SHM=1: without --disable-dev-shm-usage.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -16,6 +21,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import pg from 'pg';
+import { WebSocket } from 'ws';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { startBenchServer } from './lib/server.js';
@@ -106,10 +113,28 @@ async function main(): Promise<void> {
     if (event === 'request') {
       const [req, res] = args as [http.IncomingMessage, http.ServerResponse];
       const start = epoch();
+      if (req.url?.startsWith('/sync/')) req.once('end', () => served.push({ kind: 'node', what: `${req.method} ${req.url?.replace(/[0-9a-f-]{36}/g, ':id').replace(/\?.*/, '')} body read (${req.headers['content-length'] ?? 0} B)`, start: epoch(), end: epoch(), who: 'S' }));
       if (req.url?.startsWith('/sync/')) res.on('finish', () => served.push({ kind: 'node', what: `${req.method} ${req.url?.replace(/[0-9a-f-]{36}/g, ':id').replace(/\?.*/, '')} (arrived → answer sent)`, start, end: epoch(), who: 'S' }));
     }
     return (emit as (this: http.Server, event: string, ...rest: unknown[]) => boolean).call(this, event, ...args);
   } as typeof emit;
+  // The gateway's side: every PostgreSQL query and every WebSocket message sent, on the same clock.
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const config = args[0] as string | { text?: string } | undefined;
+    const text = (typeof config === 'string' ? config : config?.text ?? '?').replace(/\s+/g, ' ').trim().slice(0, 80);
+    const start = epoch();
+    const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+    if (result && typeof (result as Promise<unknown>).then === 'function') {
+      (result as Promise<unknown>).then(() => served.push({ kind: 'pg', what: text, start, end: epoch(), who: 'S' }), () => undefined);
+    }
+    return result;
+  } as typeof query;
+  const wsSend = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (this: WebSocket, data: unknown, ...rest: unknown[]) {
+    if (typeof data === 'string') served.push({ kind: 'ws-send', what: data.slice(0, 60), start: epoch(), end: epoch(), who: 'S' });
+    return (wsSend as (this: WebSocket, ...a: unknown[]) => void).call(this, data, ...rest);
+  } as typeof wsSend;
   const server2 = await startSideDatabase(server, 'profile_latency', {
     schemaSql: DEMO_SCHEMA_SQL,
     tables: DEMO_SYNC_TABLES,
@@ -125,7 +150,7 @@ async function main(): Promise<void> {
       return result;
     },
   });
-  const launch = { executablePath: process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] };
+  const launch = { executablePath: process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', ...(process.env['DEV_SHM'] === '1' ? [] : ['--disable-dev-shm-usage'])] };
   // PERSISTENT=1: each device is a browser with a profile on disk (OPFS in files), as a person's
   // browser is; otherwise two contexts of one browser, which keep OPFS in memory (incognito-like).
   const persistent = process.env['PERSISTENT'] === '1';
@@ -166,6 +191,13 @@ async function main(): Promise<void> {
       await drain(a);
       await drain(b);
       served.length = 0;
+      // Node's event loop: a 1 ms timer that fires late says the loop was busy (or not scheduled).
+      let tick = epoch();
+      const lag = setInterval(() => {
+        const t = epoch();
+        if (t - tick > 3) served.push({ kind: 'node-lag', what: `event loop late by ${(t - tick - 1).toFixed(1)} ms`, start: tick, end: t, who: 'S' });
+        tick = t;
+      }, 1);
       await b.evaluate(waitForRow(title));
       await byTestId(a, 'new-todo-title').fill(title);
       const clicked = (await a.evaluate(`(() => {
@@ -174,6 +206,7 @@ async function main(): Promise<void> {
         return at;
       })()`)) as number;
       const rendered = (await b.evaluate('globalThis.__rendered')) as number;
+      clearInterval(lag);
       await new Promise((r) => setTimeout(r, 400));
       if (i < 0) continue;
       const events = [
@@ -183,8 +216,19 @@ async function main(): Promise<void> {
         ...served.splice(0),
       ].sort((x, y) => x.start - y.start);
       add('total', rendered - clicked);
+      // The hops of the commit phase: A's worker, the request's way to Node, the server, B's socket.
+      const pushFetch = events.find((e) => e.who === 'A' && e.kind === 'fetch' && e.what.startsWith('POST /sync/push-sessions'));
+      const arrived = events.find((e) => e.kind === 'node' && e.what.startsWith('POST /sync/push-sessions (arrived'));
+      const toB = events.find((e) => e.who === 'B' && e.kind === 'ws');
+      if (pushFetch && arrived && toB) {
+        add('hop: click → A fetch starts', pushFetch.start - clicked);
+        add('hop: A fetch starts → request at Node', arrived.start - pushFetch.start);
+        add('hop: request at Node → answer sent', arrived.end - arrived.start);
+        add('hop: answer sent → B socket message', toB.start - arrived.end);
+        add('hop: B socket message → rendered', rendered - toB.start);
+      }
       for (const e of events) {
-        if (e.kind === 'sql' || e.kind === 'tx' || e.kind === 'fetch' || e.kind === 'server') {
+        if (e.kind === 'sql' || e.kind === 'tx' || e.kind === 'fetch' || e.kind === 'server' || e.kind === 'pg') {
           const key = `${e.who} ${e.kind} ${e.what.replace(/ → .*$/, '').replace(/'[^']*'/g, "'…'").slice(0, 70)}`;
           add(key, e.end - e.start);
           if (e.io) add(`${key} flushes`, e.io.flush);

@@ -38,7 +38,7 @@ import { SyncLoop } from './loop.js';
 import { drop, listQuarantine, requeue } from './quarantine.js';
 import { missingParents } from './requeue-check.js';
 import { type SqlRow, type SqlValue, type SqliteDb } from './sqlite/port.js';
-import { countDirty, countQuarantine, readAttachment, readFrozen, readSource } from './state.js';
+import { readAttachment, readFrozen, readPendingStatus, readSource } from './state.js';
 import { SyncHttpError, Transport } from './transport.js';
 import { socketWatchFor, type SocketWatch } from './watch-socket.js';
 import { NotifiedPages } from './notified-pages.js';
@@ -379,11 +379,11 @@ class Client implements SyncClient {
   async pendingStatus(): Promise<PendingStatus> {
     this.open();
     const db = this.ctx.db;
-    const [attachment, source, frozen, counts, quarantinedRows] = [await readAttachment(db), await readSource(db), await readFrozen(db), await countDirty(db), await countQuarantine(db)];
+    const { attachment, source, frozen, dirtyRows, quarantinedRows } = await readPendingStatus(db);
     return {
       attachedUserId: attachment.userId,
       sourceId: source.sourceId,
-      dirtyRows: counts.dirty,
+      dirtyRows,
       frozenRows: frozen?.rowCount ?? 0,
       frozenSourceBundleId: frozen?.sourceBundleId ?? null,
       checkpoint: attachment.checkpoint,

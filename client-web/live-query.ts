@@ -200,11 +200,18 @@ class Query<T extends SqlRow> implements LiveQuery<T>, Member {
 
   private async runOnce(): Promise<void> {
     try {
+      // The tables it reads are asked for with the rows, not before them: both go to the source
+      // at once (a tab's proxy posts both to the worker, which answers them in order), so a re-run
+      // after a schema change (every pull apply creates its scratch table) waits one round trip.
+      let reads: Promise<string[]> | undefined;
       if (this.rereadTables) {
         this.rereadTables = false;
-        this.reads = new Set(await this.hub.source.tablesRead(this.sql));
+        reads = this.hub.source.tablesRead(this.sql);
+        // Its failure is the run's (below); not a rejection left unhandled if the query fails first.
+        reads.catch(() => undefined);
       }
       const rows = (await this.hub.source.query(this.sql, this.params)) as T[];
+      if (reads) this.reads = new Set(await reads);
       if (this.closed) return;
       this.deliver({ rows: reuseRows(this.result.rows, this.keys, rows), loading: false, error: null });
     } catch (error) {

@@ -66,7 +66,7 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
     const protocol: ProtocolVersion | undefined = asked === '1' ? 1 : asked === '2' ? 2 : undefined;
     wss.handleUpgrade(req, socket, head, (ws) => {
       served = true;
-      serve(ws, userId, typeof claims?.exp === 'number' ? claims.exp : undefined, protocol);
+      serve(ws, userId, sourceId, typeof claims?.exp === 'number' ? claims.exp : undefined, protocol);
     });
   }
 
@@ -77,10 +77,11 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
   }
 
   /**
-   * `exp`: the token's expiry (seconds since the epoch); the socket is closed then (1008, "token
-   * expired"). `protocol`: the socket takes pull pages with its notifications, in that protocol.
+   * `sourceId`: the device the socket was opened for. `exp`: the token's expiry (seconds since the
+   * epoch); the socket is closed then (1008, "token expired"). `protocol`: the socket takes pull
+   * pages with its notifications, in that protocol (not of the device's own pushes).
    */
-  function serve(ws: WebSocket, userId: string, exp: number | undefined, protocol: ProtocolVersion | undefined): void {
+  function serve(ws: WebSocket, userId: string, sourceId: string, exp: number | undefined, protocol: ProtocolVersion | undefined): void {
     let expiry: NodeJS.Timeout | undefined;
     if (exp !== undefined) {
       // Timers hold at most 2^31-1 ms (~24.8 days); a later expiry is checked again then.
@@ -107,7 +108,14 @@ export function attachWebSockets(server: Server, runtime: Runtime, verify: (auth
       const text = JSON.stringify(message);
       ws.send(page ? `${text.slice(0, -1)},"pull":${page}}` : text);
     };
-    const unsubscribe = feed?.subscribe(userId, (seq, page) => {
+    const unsubscribe = feed?.subscribe(userId, (seq, page, committedBy) => {
+      // The device whose push this was has the rows (its answer, its replay): it is told plainly,
+      // after the others' pages are on their way to be read (PostgreSQL's repeat waits for it).
+      if (seq !== null && page && protocol && committedBy === sourceId) {
+        reading = Math.max(reading, seq);
+        setImmediate(() => send(seq));
+        return;
+      }
       if (seq !== null && page && protocol) {
         reading = Math.max(reading, seq);
         void page(protocol).then((text) => send(seq, text), () => send(seq));

@@ -99,6 +99,33 @@ describe('web client: the sync loop (start/stop/onStatus)', () => {
     expect(await serverCodes(user)).not.toContain('after-stop');
   });
 
+  it('reads the pending status in one statement: the loop reads it before and after every sync, ahead of the app\'s own queries', async () => {
+    const user = 'loop-status-read';
+    const raw = await openNodeSqlite();
+    await raw.exec(LOCAL_APP_SQL);
+    let statements = 0;
+    const db = { ...raw, query: ((q: string, p?: readonly (null | number | bigint | string | Uint8Array)[]) => {
+      statements++;
+      return raw.query(q, p);
+    }) as typeof raw.query };
+    const token = signToken(user);
+    const client = await openClient({ baseUrl: s.url, getToken: () => token, db, tables: LOCAL_APP_TABLES, retry: TEST_RETRY });
+    try {
+      await client.attach(user);
+      await client.db.run("INSERT INTO kinds (code, label) VALUES ('s1', 'one')");
+      await client.db.run("INSERT INTO kinds (code, label) VALUES ('s2', 'two')");
+      statements = 0;
+      const status = await client.pendingStatus();
+      expect(statements).toBe(1);
+      expect(status).toMatchObject({ attachedUserId: user, dirtyRows: 2, frozenRows: 0, frozenSourceBundleId: null, quarantinedRows: 0, rejected: null, sourceRecovery: null, rebuildRequired: false });
+      await client.sync();
+      const synced = await client.pendingStatus();
+      expect(synced).toMatchObject({ attachedUserId: user, dirtyRows: 0, frozenRows: 0, checkpoint: status.checkpoint + 1, nextSourceBundleId: status.nextSourceBundleId + 1 });
+    } finally {
+      await client.close();
+    }
+  });
+
   it('rests while offline and syncs as soon as the network is back', async () => {
     const user = 'loop-offline';
     const { d: a, env, last } = await looping(user);

@@ -162,6 +162,62 @@ describe('live queries', () => {
     live.close();
   });
 
+  it('asks for the tables a query reads together with its rows, never one round trip before them (first run, and re-runs after pulls)', async () => {
+    const user = 'live-together';
+    const raw = await openNodeSqlite();
+    await raw.exec(LOCAL_APP_SQL);
+    // Each ask for ITEMS_SQL's tables answers only once its rows were asked for too (or after a
+    // bound, so a run that waits for the tables first is seen as such instead of hanging).
+    let rowsAsked: () => void = () => undefined;
+    let rowsAskedAt = 0;
+    const asks: boolean[] = [];
+    const db: SqliteDb = {
+      ...raw,
+      exec: (q) => raw.exec(q),
+      run: (q, p) => raw.run(q, p),
+      runMany: (q, p) => raw.runMany(q, p),
+      transaction: (fn) => raw.transaction(fn),
+      onCommit: (l) => raw.onCommit(l),
+      close: () => raw.close(),
+      query: <T extends SqlRow = SqlRow>(q: string, p?: readonly (null | number | bigint | string | Uint8Array)[]) => {
+        if (q === ITEMS_SQL) {
+          rowsAskedAt++;
+          rowsAsked();
+        }
+        return raw.query<T>(q, p);
+      },
+      tablesRead: async (q) => {
+        if (q !== ITEMS_SQL) return raw.tablesRead(q);
+        const before = rowsAskedAt;
+        await new Promise<void>((resolve) => {
+          const bound = setTimeout(resolve, 2000);
+          rowsAsked = () => {
+            clearTimeout(bound);
+            resolve();
+          };
+        });
+        asks.push(rowsAskedAt > before);
+        return raw.tablesRead(q);
+      },
+    };
+    const token = signToken(user);
+    const client = await openClient({ baseUrl: s.url, getToken: () => token, db, tables: LOCAL_APP_TABLES, retry: TEST_RETRY });
+    clients.push(client);
+    await client.attach(user);
+    const listId = randomUUID();
+    await write.list(client.db, listId, 'together');
+    await client.sync();
+    const live = client.liveQuery(ITEMS_SQL, [blobOfUuid(listId)]);
+    await until('the first result', () => live.result.loading, (loading) => !loading);
+    // A pull's apply creates its scratch table (a schema change): the re-run asks for the tables again.
+    await serverItems(user, listId, ['pulled']);
+    await client.sync();
+    await until('the pulled row', () => live.result.rows.length, (n) => n === 1);
+    expect(asks.length).toBeGreaterThanOrEqual(2);
+    expect(asks.every(Boolean)).toBe(true);
+    live.close();
+  });
+
   it('reports a failing query, and runs it again when the schema changes', async () => {
     const { client } = await device('live-errors');
     const live = client.liveQuery('SELECT note FROM notes_added_later');

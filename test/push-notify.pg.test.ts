@@ -362,12 +362,13 @@ describe('a notification carries the pull page of a commit this gateway answered
     await s?.close();
   });
 
-  it('a socket that named its protocol gets the bundle\'s pull page, as the pull answers it; one that did not gets none', async () => {
+  it('a socket that named its protocol gets the bundle\'s pull page, as the pull answers it; one that did not gets none, nor does the pushing device\'s own', async () => {
     const writer = s.client('page-user', 'src-writer');
     await initEmpty(writer);
     const token = await signToken('page-user');
     const withPage = await openSocket(s.url, { token, source_id: 'src-page', protocol: '2' });
     const plain = await openSocket(s.url, { token, source_id: 'src-plain' });
+    const own = await openSocket(s.url, { token, source_id: 'src-writer', protocol: '2' });
     try {
       const listId = uuid();
       await pushOk(writer, [list(listId, 'carried'), item(uuid(), listId, 'along')], { sourceBundleId: 1 });
@@ -382,9 +383,14 @@ describe('a notification carries the pull page of a commit this gateway answered
       expect(message).toEqual({ type: 'changed', latest_bundle_seq: 1, pull: pulled.body });
       expect(message.pull?.bundles[0]?.rows).toHaveLength(2);
       expect(await plain.next()).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+      // The pushing device has the rows (its answer, its replay): one plain message, no page.
+      expect(await own.next()).toEqual({ type: 'changed', latest_bundle_seq: 1 });
+      await pushOk(writer, [list(uuid(), 'second')], { sourceBundleId: 2 });
+      expect(await own.next()).toEqual({ type: 'changed', latest_bundle_seq: 2 });
     } finally {
       withPage.close();
       plain.close();
+      own.close();
     }
   });
 

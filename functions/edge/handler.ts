@@ -223,8 +223,9 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
         deadline,
         committed: (userId, bundleSeq) => {
           committedUsers.add(userId);
-          // The rows go with it to the sockets that can take them (read only if one asks).
-          rt.feed?.announce(userId, bundleSeq, notifiedPage(rt, actor, bundleSeq));
+          // The rows go with it to the sockets that can take them (read only if one asks), except
+          // the pushing device's own: it has them.
+          rt.feed?.announce(userId, bundleSeq, notifiedPage(rt, actor, bundleSeq), actor.sourceId);
         },
         count: (metric, value) => rt.telemetry.count(metric, value),
       };

@@ -21,9 +21,10 @@ export type PageLoader = (protocol: ProtocolVersion) => Promise<string | null>;
 
 /**
  * `bundleSeq` of a commit of the user, or null: signals may have been missed, check again. `page`
- * comes with a commit this process announced itself (not with PostgreSQL's signal).
+ * comes with a commit this process announced itself (not with PostgreSQL's signal), and with it
+ * `committedBy`, the source whose push it was (that device has the rows: its answer and replay).
  */
-export type CommitSignal = (bundleSeq: number | null, page?: PageLoader) => void;
+export type CommitSignal = (bundleSeq: number | null, page?: PageLoader, committedBy?: string) => void;
 
 export type WaitOutcome = 'signalled' | 'timeout' | 'aborted';
 
@@ -38,7 +39,7 @@ export interface CommitFeed {
    * PostgreSQL later and repeats it (the WebSockets send each bundle seq once; a long poll reads
    * the user's latest again).
    */
-  announce(userId: string, bundleSeq: number, page?: PageLoader): void;
+  announce(userId: string, bundleSeq: number, page?: PageLoader, committedBy?: string): void;
   /**
    * This process is committing a push of `userId`: until the answer `done` is called (after the
    * announcement), PostgreSQL's plain signals for the user are held back, so the announcement
@@ -62,8 +63,8 @@ export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq
   /** Pushes of a user this process is committing, and the highest signal held back meanwhile. */
   const inFlight = new Map<string, number>();
   const held = new Map<string, number>();
-  const fanOut = (userId: string, bundleSeq: number, page?: PageLoader) => {
-    for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq, page);
+  const fanOut = (userId: string, bundleSeq: number, page?: PageLoader, committedBy?: string) => {
+    for (const fn of [...(byUser.get(userId) ?? [])]) fn(bundleSeq, page, committedBy);
   };
   const feed = {
     listener: undefined as Listener | undefined,
@@ -102,8 +103,8 @@ export function createFanOut(): CommitFeed & { deliver(userId: string, bundleSeq
       }
       fanOut(userId, bundleSeq, page);
     },
-    announce(userId: string, bundleSeq: number, page?: PageLoader) {
-      fanOut(userId, bundleSeq, page);
+    announce(userId: string, bundleSeq: number, page?: PageLoader, committedBy?: string) {
+      fanOut(userId, bundleSeq, page, committedBy);
     },
     committing(userId: string) {
       inFlight.set(userId, (inFlight.get(userId) ?? 0) + 1);
