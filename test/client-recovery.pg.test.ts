@@ -407,14 +407,7 @@ describe('web client: pruned history and small responses', () => {
     await a.client.sync();
     const server = await serverState(s, user);
     const b = await device(user, { config: { pageRows: 4 } });
-    let pages = 0;
-    const failLater: Hook = async (event, next) => {
-      if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
-      pages++;
-      if (pages === 1) return next();
-      return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
-    };
-    for (let i = 0; i < 20; i++) h.hooks.push(failLater);
+    h.hooks.push(...failSnapshotPagesAfterFirst(20));
     await expect(b.client.attach(user)).rejects.toMatchObject({ code: 'service_unavailable' });
     h.hooks.length = 0;
     // The first page: the three lists, then the first item (the lowest key), in the table already.
