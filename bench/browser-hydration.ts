@@ -13,12 +13,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Page } from 'playwright-core';
 import { serverWrite } from '../core/sync/index.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type Benchmark } from './lib/context.js';
 import { startSideDatabase } from './lib/server.js';
+import { byTestId } from './lib/demo-page.js';
 import { spread } from './lib/stats.js';
 import { launchChromium } from '../test/support/browser.js';
 import { findChromium } from '../test/support/npm-chromium.js';
@@ -27,8 +27,6 @@ const LISTS = 20;
 const TODOS_PER_LIST = 999;
 const ROWS = LISTS + LISTS * TODOS_PER_LIST;
 export const BROWSER_HYDRATION_TARGET_MS = 1500;
-
-const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
 
 interface Run {
   readonly totalMs: number;

@@ -25,27 +25,23 @@
  * - render: that → the row in B's DOM (the live query re-run through the worker, React's render).
  * Clocks: Node and chromium read the same system clock (`performance.timeOrigin + performance.now()`).
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type LaunchOptions, type Page } from 'playwright-core';
+import { chromium, type BrowserContext, type LaunchOptions } from 'playwright-core';
 import { WebSocket, WebSocketServer } from 'ws';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type BenchContext, type Benchmark } from './lib/context.js';
 import { type Recorder } from './lib/report.js';
+import { addAndSelectList, clickAddTodo, signIn, waitForRowScript } from './lib/demo-page.js';
 import { startSideDatabase } from './lib/server.js';
 import { percentile, spread } from './lib/stats.js';
+import { findChromium, prepareChromium } from '../test/support/npm-chromium.js';
 
 export const BROWSER_LATENCY_TARGET_MS = 50;
 
-function findChromium(): string | null {
-  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-  return candidates.find((path): path is string => !!path && existsSync(path)) ?? null;
-}
-
 const epoch = () => performance.timeOrigin + performance.now();
-const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
 
 /** One notification the gateway sent: to which source, of which bundle, with its rows or not. */
 interface Sent {
@@ -132,33 +128,16 @@ const RECORD_TABLE_EVENTS = `(() => {
   };
 })();`;
 
-/** Makes the page wait for the row titled `title` (a MutationObserver), as `__rendered`. */
-const waitForRow = (title: string) => `(() => {
-  globalThis.__rendered = new Promise((resolve) => {
-    const selector = ${JSON.stringify(`[data-testid="todo"][data-title="${title}"]`)};
-    const observer = new MutationObserver(() => {
-      if (!document.querySelector(selector)) return;
-      observer.disconnect();
-      resolve(performance.timeOrigin + performance.now());
-    });
-    observer.observe(document.body, { subtree: true, childList: true, attributes: true });
-  });
-})()`;
-
-async function signIn(page: Page, user: string): Promise<void> {
-  await byTestId(page, 'user-input').fill(user);
-  await byTestId(page, 'sign-in-button').click();
-  await page.waitForFunction('document.querySelector(\'[data-testid="last-sync"]\')?.textContent?.startsWith("last synced")', undefined, { timeout: 60_000 });
-}
-
 export const browserLatencyBenchmark: Benchmark = {
   name: 'browser-latency',
   async run(ctx, rec) {
-    const chromiumPath = findChromium();
-    if (!chromiumPath) {
-      rec.note('browser-latency: no chromium found (install Debian\'s chromium or set CHROMIUM_PATH): nothing measured');
+    // The chromium npm test uses (an installed one, else @sparticuz/chromium's), so every run measures.
+    const chromiumSource = findChromium();
+    if (!chromiumSource) {
+      rec.note('browser-latency: no chromium for this platform (the npm one is linux-x64; set CHROMIUM_PATH): nothing measured');
       return;
     }
+    const chromiumEnv = prepareChromium(chromiumSource);
     const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-latency-'));
     await buildDemo(outDir, { react: 'production' });
     const seen: Seen[] = [];
@@ -177,7 +156,12 @@ export const browserLatencyBenchmark: Benchmark = {
         return result;
       },
     });
-    const launch = { executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] };
+    const launch: LaunchOptions = {
+      executablePath: chromiumSource.executablePath,
+      headless: true,
+      args: ['--no-sandbox', '--disable-dev-shm-usage'],
+      ...(Object.keys(chromiumEnv).length ? { env: chromiumEnv } : {}),
+    };
     const sockets = recordSocketSends();
     try {
       for (const devices of ['profiles', 'contexts'] as const) {
@@ -219,10 +203,7 @@ async function measure(ctx: BenchContext, rec: Recorder, devices: Devices, url: 
     };
     const a = await open();
     const b = await open();
-    await byTestId(a, 'new-list-title').fill('Latency');
-    await byTestId(a, 'add-list').click();
-    await b.locator('[data-testid="list"][data-title="Latency"]').waitFor({ timeout: 30_000 });
-    await b.locator('[data-testid="list"][data-title="Latency"] [data-testid="list-select"]').click();
+    await addAndSelectList(a, b, 'Latency', [b]);
     await b.waitForFunction('document.querySelector(\'[data-testid="current-list"]\')?.textContent === "Latency"');
 
     const runs: Phases[] = [];
@@ -230,13 +211,8 @@ async function measure(ctx: BenchContext, rec: Recorder, devices: Devices, url: 
     for (let i = -3; i < total; i++) {
       const title = `latency ${devices} ${i}`;
       // B waits for the row from now on.
-      await b.evaluate(waitForRow(title));
-      await byTestId(a, 'new-todo-title').fill(title);
-      const clicked = (await a.evaluate(`(() => {
-        const at = performance.timeOrigin + performance.now();
-        document.querySelector('[data-testid="add-todo"]').click();
-        return at;
-      })()`)) as number;
+      await b.evaluate(waitForRowScript(title));
+      const clicked = await clickAddTodo(a, title);
       const rendered = (await b.evaluate('globalThis.__rendered')) as number;
       await new Promise((r) => setTimeout(r, 150));
       if (i < 0) continue; // warm-up: sockets, JIT, page caches

@@ -14,11 +14,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
-import { chromium, type Page } from 'playwright-core';
+import { chromium } from 'playwright-core';
 import { serverWrite } from '../core/sync/index.js';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
+import { buildBrowserWorker, byTestId, RECORD_PAGE_SCRIPT } from './lib/demo-page.js';
 import { startBenchServer, startSideDatabase } from './lib/server.js';
 import type { TraceEvent } from './lib/worker-trace.js';
 
@@ -28,27 +28,10 @@ const ROOT = resolve(import.meta.dirname, '..');
 const epoch = () => performance.timeOrigin + performance.now();
 const ROWS = 20 + 20 * 999;
 
-/** Records, in the page, every message to and from the sync worker and every change of the row count. */
-const RECORD_PAGE = `(() => {
-  const seen = [];
-  globalThis.__pageTrace = seen;
+/** Records, in the page, every change of the row count (beside RECORD_PAGE_SCRIPT's worker messages). */
+const RECORD_ROW_COUNT = `(() => {
+  const seen = globalThis.__pageTrace;
   const now = () => performance.timeOrigin + performance.now();
-  const Original = globalThis.Worker;
-  globalThis.Worker = class extends Original {
-    constructor(url, options) {
-      super(url, options);
-      this.addEventListener('message', (event) => {
-        const d = event.data;
-        const t = now();
-        seen.push({ kind: 'page-in', what: d.t + (d.event ? ' ' + d.event.type + (d.event.tables ? ' ' + d.event.tables.join(',') : '') + (d.event.rowsDone !== undefined ? ' ' + d.event.rowsDone : '') : '') + (d.id !== undefined ? ' #' + d.id : ''), start: t, end: t });
-      });
-    }
-    postMessage(message, transfer) {
-      const t = now();
-      seen.push({ kind: 'page-out', what: message.t + ' ' + (message.method || '') + ' #' + (message.id ?? '') + (message.method === 'query' || message.method === 'liveQuery' ? ' ' + String(message.args?.[0]).slice(0, 60) : ''), start: t, end: t });
-      return super.postMessage(message, transfer);
-    }
-  };
   let last = '';
   const observer = new MutationObserver(() => {
     const rows = document.querySelector('[data-testid="count-rows"]')?.textContent ?? '';
@@ -60,24 +43,11 @@ const RECORD_PAGE = `(() => {
   document.addEventListener('DOMContentLoaded', () => observer.observe(document.body, { subtree: true, childList: true, characterData: true }));
 })();`;
 
-const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
-
 async function main(): Promise<void> {
   const server = await startBenchServer();
   const outDir = mkdtempSync(join(tmpdir(), 'lockstep-profile-hydration-'));
   await buildDemo(outDir, { react });
-  await build({
-    entryPoints: { worker: join(ROOT, 'bench/lib/trace-worker.ts') },
-    outdir: outDir,
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    target: 'es2022',
-    absWorkingDir: ROOT,
-    external: ['fs', 'path', 'url', 'module', 'worker_threads'],
-    define: { 'process.env.NODE_ENV': JSON.stringify(react), LOCKSTEP_TRACE_JOURNAL: '""' },
-    logLevel: 'warning',
-  });
+  await buildBrowserWorker(ROOT, join(ROOT, 'bench/lib/trace-worker.ts'), outDir, { 'process.env.NODE_ENV': JSON.stringify(react), LOCKSTEP_TRACE_JOURNAL: '""' });
   const served: (TraceEvent & { who: string })[] = [];
   const emit = http.Server.prototype.emit;
   http.Server.prototype.emit = function (this: http.Server, event: string, ...args: unknown[]) {
@@ -109,7 +79,8 @@ async function main(): Promise<void> {
     const totals: number[] = [];
     for (let i = -1; i < runs; i++) {
       const context = await browser.newContext({ baseURL: side.url, viewport: { width: 1100, height: 800 } });
-      await context.addInitScript(RECORD_PAGE);
+      await context.addInitScript(RECORD_PAGE_SCRIPT);
+      await context.addInitScript(RECORD_ROW_COUNT);
       const page = await context.newPage();
       await page.goto('/');
       await byTestId(page, 'user-input').fill(user);

@@ -19,57 +19,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import pg from 'pg';
 import { WebSocket } from 'ws';
 import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
-import { startBenchServer } from './lib/server.js';
-import { startSideDatabase } from './lib/server.js';
+import { addAndSelectList, buildBrowserWorker, clickAddTodo, RECORD_PAGE_SCRIPT, signIn, waitForRowScript } from './lib/demo-page.js';
+import { startBenchServer, startSideDatabase } from './lib/server.js';
 import type { TraceEvent } from './lib/worker-trace.js';
 
 const writes = Number(process.argv[2] ?? 8);
 const printed = Number(process.argv[3] ?? 3);
 const ROOT = resolve(import.meta.dirname, '..');
 const epoch = () => performance.timeOrigin + performance.now();
-
-/** Records, in the page, every message to and from the sync worker with its time. */
-const RECORD_PAGE = `(() => {
-  const seen = [];
-  globalThis.__pageTrace = seen;
-  const now = () => performance.timeOrigin + performance.now();
-  const Original = globalThis.Worker;
-  globalThis.Worker = class extends Original {
-    constructor(url, options) {
-      super(url, options);
-      this.addEventListener('message', (event) => {
-        const d = event.data;
-        const t = now();
-        seen.push({ kind: 'page-in', what: d.t + (d.event ? ' ' + d.event.type + (d.event.tables ? ' ' + d.event.tables.join(',') : '') : '') + (d.id !== undefined ? ' #' + d.id : ''), start: t, end: t });
-      });
-    }
-    postMessage(message, transfer) {
-      const t = now();
-      seen.push({ kind: 'page-out', what: message.t + ' ' + (message.method || '') + ' #' + (message.id ?? '') + (message.method === 'query' || message.method === 'run' ? ' ' + String(message.args[0]).slice(0, 50) : ''), start: t, end: t });
-      return super.postMessage(message, transfer);
-    }
-  };
-})();`;
-
-const waitForRow = (title: string) => `(() => {
-  globalThis.__rendered = new Promise((resolve) => {
-    const selector = ${JSON.stringify(`[data-testid="todo"][data-title="${title}"]`)};
-    const observer = new MutationObserver(() => {
-      if (!document.querySelector(selector)) return;
-      observer.disconnect();
-      resolve(performance.timeOrigin + performance.now());
-    });
-    observer.observe(document.body, { subtree: true, childList: true, attributes: true });
-  });
-})()`;
-
-const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
 
 async function drain(page: Page): Promise<TraceEvent[]> {
   const own = (await page.evaluate('globalThis.__pageTrace.splice(0)')) as TraceEvent[];
@@ -94,17 +56,9 @@ async function main(): Promise<void> {
   const outDir = mkdtempSync(join(tmpdir(), 'lockstep-profile-latency-'));
   await buildDemo(outDir, { react: 'production' });
   // The traced worker replaces the demo's.
-  await build({
-    entryPoints: { worker: join(ROOT, 'bench/lib/trace-worker.ts') },
-    outdir: outDir,
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    target: 'es2022',
-    absWorkingDir: ROOT,
-    external: ['fs', 'path', 'url', 'module', 'worker_threads'],
-    define: { 'process.env.NODE_ENV': '"production"', LOCKSTEP_TRACE_JOURNAL: JSON.stringify(process.env['JOURNAL'] ?? '') },
-    logLevel: 'warning',
+  await buildBrowserWorker(ROOT, join(ROOT, 'bench/lib/trace-worker.ts'), outDir, {
+    'process.env.NODE_ENV': '"production"',
+    LOCKSTEP_TRACE_JOURNAL: JSON.stringify(process.env['JOURNAL'] ?? ''),
   });
   const served: (TraceEvent & { who: string })[] = [];
   // When each request reached Node and when its answer was handed to the socket.
@@ -170,21 +124,15 @@ async function main(): Promise<void> {
         context = await chromium.launchPersistentContext(dir, { ...launch, ...options });
       }
       contexts.push(context);
-      await context.addInitScript(RECORD_PAGE);
+      await context.addInitScript(RECORD_PAGE_SCRIPT);
       const page = await context.newPage();
       await page.goto('/');
-      await byTestId(page, 'user-input').fill('profile-user');
-      await byTestId(page, 'sign-in-button').click();
-      await page.waitForFunction('document.querySelector(\'[data-testid="last-sync"]\')?.textContent?.startsWith("last synced")', undefined, { timeout: 60_000 });
+      await signIn(page, 'profile-user');
       return page;
     };
     const a = await open();
     const b = await open();
-    await byTestId(a, 'new-list-title').fill('Profile');
-    await byTestId(a, 'add-list').click();
-    await b.locator('[data-testid="list"][data-title="Profile"]').waitFor({ timeout: 30_000 });
-    await b.locator('[data-testid="list"][data-title="Profile"] [data-testid="list-select"]').click();
-    await a.locator('[data-testid="list"][data-title="Profile"] [data-testid="list-select"]').click();
+    await addAndSelectList(a, b, 'Profile', [b, a]);
     await new Promise((r) => setTimeout(r, 500));
     for (let i = -2; i < writes; i++) {
       const title = `profile ${i}`;
@@ -198,13 +146,8 @@ async function main(): Promise<void> {
         if (t - tick > 3) served.push({ kind: 'node-lag', what: `event loop late by ${(t - tick - 1).toFixed(1)} ms`, start: tick, end: t, who: 'S' });
         tick = t;
       }, 1);
-      await b.evaluate(waitForRow(title));
-      await byTestId(a, 'new-todo-title').fill(title);
-      const clicked = (await a.evaluate(`(() => {
-        const at = performance.timeOrigin + performance.now();
-        document.querySelector('[data-testid="add-todo"]').click();
-        return at;
-      })()`)) as number;
+      await b.evaluate(waitForRowScript(title));
+      const clicked = await clickAddTodo(a, title);
       const rendered = (await b.evaluate('globalThis.__rendered')) as number;
       clearInterval(lag);
       await new Promise((r) => setTimeout(r, 400));

@@ -11,8 +11,8 @@ import { createServer } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
 import { chromium, type BrowserContext } from 'playwright-core';
+import { buildBrowserWorker } from './lib/demo-page.js';
 
 const small = Number(process.argv[2] ?? 40);
 const bulk = Number(process.argv[3] ?? 20000);
@@ -38,17 +38,7 @@ const median = (xs: number[]) => {
 
 async function main(): Promise<void> {
   const outDir = mkdtempSync(join(tmpdir(), 'lockstep-opfs-modes-'));
-  await build({
-    entryPoints: { worker: join(ROOT, 'bench/lib/opfs-modes-worker.ts') },
-    outdir: outDir,
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    target: 'es2022',
-    absWorkingDir: ROOT,
-    external: ['fs', 'path', 'url', 'module', 'worker_threads'],
-    logLevel: 'warning',
-  });
+  await buildBrowserWorker(ROOT, join(ROOT, 'bench/lib/opfs-modes-worker.ts'), outDir);
   const files: Record<string, [string, Buffer]> = {
     '/': ['text/html', Buffer.from('<!doctype html><title>opfs modes</title>')],
     '/worker.js': ['text/javascript', readFileSync(join(outDir, 'worker.js'))],
