@@ -1,21 +1,25 @@
 /** Lambda: push sessions (create, chunks, commit, delete) and committed-bundle replay pages. */
 import { ChunkRequest, PushSessionCreateRequest } from '../core/protocol/index.js';
-import { commitPush, committedBundleRows, createPushSession, deletePushSession, namesUnknownSchema, uploadChunk, type CommitOutcome } from '../core/sync/index.js';
+import { commitPush, committedBundleRows, createAndStage, createPushSession, deletePushSession, namesUnknownSchema, uploadChunk, type CommitOutcome } from '../core/sync/index.js';
 import { protocolOf, summaryInProtocol } from '../core/sync/wire-form.js';
 import { createHandler, type Route, type RouteContext } from './edge/handler.js';
 import { type EdgeAnswer } from './edge/http.js';
 import { parseBody, pathInt, pathUuid, queryInt, type EdgeRequest } from './edge/request.js';
 
-/** Stages `chunk` in the session; a table or column this container does not know yet is looked up once more. */
-async function upload(req: EdgeRequest, ctx: RouteContext, pushId: string, chunk: ChunkRequest): Promise<EdgeAnswer> {
-  const once = async () => uploadChunk(await ctx.sync(), ctx.actor, pushId, chunk, req.bodyBytes);
+/** Runs `once`; a table or column this container does not know yet is looked up once more, then `once` again. */
+async function withCatalogRetry<T>(ctx: RouteContext, once: () => Promise<T>): Promise<T> {
   try {
-    return { status: 200, body: await once() };
+    return await once();
   } catch (error) {
     // A table or column this container's catalog does not know may be one bootstrap just added.
-    if (namesUnknownSchema(error) && (await ctx.runtime.refreshCatalog(ctx.db))) return { status: 200, body: await once() };
+    if (namesUnknownSchema(error) && (await ctx.runtime.refreshCatalog(ctx.db))) return once();
     throw error;
   }
+}
+
+/** Stages `chunk` in the session. */
+async function upload(req: EdgeRequest, ctx: RouteContext, pushId: string, chunk: ChunkRequest): Promise<EdgeAnswer> {
+  return { status: 200, body: await withCatalogRetry(ctx, async () => uploadChunk(await ctx.sync(), ctx.actor, pushId, chunk, req.bodyBytes)) };
 }
 
 /** What a commit's outcome answers (commit, and a create that carried its rows). */
@@ -52,18 +56,21 @@ async function commitAndAnswer(ctx: RouteContext, pushId: string): Promise<EdgeA
 }
 
 /**
- * A create that carries its rows (protocol §5.2, `single_request_push`): the session it opened
- * takes them and commits in this same request, one round trip for a small bundle instead of three.
- * Whatever does not commit drops the session, so nothing stays staged or counted against the user.
+ * A create that carries its rows (protocol §5.2, `single_request_push`): one statement creates the
+ * session and stages the rows, a second commits (two round trips for a small bundle instead of
+ * three requests). Whatever does not commit drops the session, so nothing stays staged or counted
+ * against the user.
  */
-async function stageAndCommit(req: EdgeRequest, ctx: RouteContext, pushId: string, rows: NonNullable<PushSessionCreateRequest['rows']>): Promise<EdgeAnswer> {
+async function createStageAndCommit(req: EdgeRequest, ctx: RouteContext, request: PushSessionCreateRequest & { rows: ChunkRequest['rows'] }): Promise<EdgeAnswer> {
+  let pushId: string | undefined;
   let answer: EdgeAnswer | undefined;
   try {
-    await upload(req, ctx, pushId, { start_row_ordinal: 0, rows });
-    answer = await commitAndAnswer(ctx, pushId);
+    const { created } = await withCatalogRetry(ctx, async () => createAndStage(await ctx.sync(), ctx.actor, request, req.bodyBytes, (id) => (pushId = id)));
+    if (created.status !== 'staging') return (answer = { status: 200, body: created });
+    answer = await commitAndAnswer(ctx, created.push_id);
     return answer;
   } finally {
-    if (answer?.status !== 200) await deletePushSession(await ctx.sync(), ctx.actor, pushId).catch(() => undefined);
+    if (pushId !== undefined && answer?.status !== 200) await deletePushSession(await ctx.sync(), ctx.actor, pushId).catch(() => undefined);
   }
 }
 
@@ -74,9 +81,8 @@ export const routes: readonly Route[] = [
     auth: true,
     run: async (req, ctx) => {
       const request = parseBody(req, PushSessionCreateRequest);
-      const created = await createPushSession(await ctx.sync(), ctx.actor, request);
-      if (!request.rows || created.status !== 'staging') return { status: 200, body: created };
-      return stageAndCommit(req, ctx, created.push_id, request.rows);
+      if (request.rows) return createStageAndCommit(req, ctx, { ...request, rows: request.rows });
+      return { status: 200, body: await createPushSession(await ctx.sync(), ctx.actor, request) };
     },
   },
   {

@@ -134,6 +134,27 @@ describe('per-user caps', () => {
     expectStatus(await c.post(`/sync/push-sessions/${b.body.push_id}/chunks`, { start_row_ordinal: staged, rows: rowsB.slice(staged, staged + 2) }), 200);
   });
 
+  it('a push in one request that stages beyond max_staged_bytes_per_user is 429, and its session (created in the same statement) is dropped', async () => {
+    const c = await user('cap-one-request');
+    // Six rows of another session stay staged (over 2,000 bytes), so a one-request bundle of three does not fit.
+    const a = await c.post('/sync/push-sessions', { source_bundle_id: 1, planned_row_count: 6 });
+    expectStatus(a, 200);
+    const big = (n: number) => Array.from({ length: n }, () => list(uuid(), 'x'.repeat(200)));
+    expectStatus(await c.post(`/sync/push-sessions/${a.body.push_id}/chunks`, { start_row_ordinal: 0, rows: big(6) }), 200);
+    const rows = big(3);
+    // Another device of the user (its own source) pushes in one request.
+    const other = s.client('cap-one-request', 'src-cap-one-request-2');
+    await initEmpty(other);
+    const refused = await other.post('/sync/push-sessions', { source_bundle_id: 1, planned_row_count: rows.length, request_hash: requestHash(rows), rows });
+    expectStatus(refused, 429, 'rate_limited');
+    expect(refused.body.message).toMatch(/max_staged_bytes_per_user/);
+    const { rows: left } = await s.t.exec(`
+      SELECT count(*) FILTER (WHERE p.status = 'staging')::int AS staging, max(q.open_push_sessions)::int AS open
+        FROM sync.user_state u JOIN sync.user_quota q USING (user_pk) LEFT JOIN sync.push_sessions p USING (user_pk)
+       WHERE u.user_id = 'cap-one-request'`);
+    expect(left[0]).toEqual({ staging: 1, open: 1 });
+  });
+
   it('open snapshot sessions: 429 over the cap; delete and maintenance give room back', async () => {
     const c = await user('cap-snap');
     const a = await c.post('/sync/snapshot-sessions', {});

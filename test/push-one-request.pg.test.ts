@@ -43,6 +43,8 @@ describe('a push in one request', () => {
     const answer = await create(c, rows, 1);
     expectStatus(answer, 200);
     expect(answer.body).toMatchObject({ status: 'committed', source_id: 'src-one', source_bundle_id: 1, row_count: 2, bundle_seq: 1 });
+    // Two database statements: the create that stages its rows, and the commit.
+    expect(answer.roundTrips).toBe(2);
     const again = await create(c, rows, 1);
     expectStatus(again, 200);
     expect(again.body).toMatchObject({ status: 'already_committed', bundle_seq: 1, bundle_hash: answer.body.bundle_hash });

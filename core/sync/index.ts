@@ -3,7 +3,7 @@ export { loadCatalog, readLayoutState, evaluateLayout, THIS_BUILD, type BuildRan
 export { namesUnknownSchema, validateRows, type StagedRow, type RowProblem, type ValidatedChunk } from './push/rows.js';
 export { unwrap, type Actor, type SyncContext, type RawJson } from './context.js';
 export { connect } from './connect/connect.js';
-export { createPushSession, uploadChunk, deletePushSession } from './push/push.js';
+export { createAndStage, createPushSession, uploadChunk, deletePushSession } from './push/push.js';
 export { commitPush, type CommitOutcome, type Violation } from './push/commit.js';
 export { committedBundleRows } from './read/committed-rows.js';
 export { pull, watch, type PullParams } from './read/pull.js';
