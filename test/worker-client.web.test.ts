@@ -56,6 +56,40 @@ describe.skipIf(!chromiumPath)('worker client in chromium: the sync loop in the 
     expect(await evaluate((g) => g.statuses.map((x) => x.phase))).toContain('syncing');
   });
 
+  it('a token the server refuses is refreshed through the page once and the request goes through; a page whose provider fails gets authentication_failed', async () => {
+    // Signed with another secret: the server answers 401 authentication_failed.
+    const refusedToken = (user: string) => signToken(user, { secret: 'a-secret-this-server-does-not-know-0123456789' });
+    const device = async (user: string, token: string, refresh: { token?: string; fail?: string }) => {
+      const other = await (await browser.newContext({ baseURL: s.url })).newPage();
+      other.on('pageerror', (e) => errors.push(e.message));
+      await other.goto('/');
+      await other.waitForFunction(() => 'openDevice' in globalThis);
+      await other.evaluate(([u, t, r]) => (globalThis as unknown as FixtureGlobals).openDevice(u, t, r), [user, token, refresh] as const);
+      return other;
+    };
+    const refreshes = (p: Page) => p.evaluate(() => (globalThis as unknown as FixtureGlobals).refreshes);
+
+    // Refused from the first request on (the capabilities the worker reads at open).
+    const fresh = await device('worker-refresh', await refusedToken('worker-refresh'), { token: await signToken('worker-refresh') });
+    const attached = await fresh.evaluate(() => (globalThis as unknown as FixtureGlobals).client.attach('worker-refresh'));
+    expect(attached).toMatchObject({ status: 'attached' });
+    expect(await refreshes(fresh)).toBe(1);
+    // The fresh token replaced the refused one: the next requests need no refresh.
+    await fresh.evaluate(() => (globalThis as unknown as FixtureGlobals).client.sync());
+    expect(await refreshes(fresh)).toBe(1);
+
+    // Opened with a good token, then refused; the page's provider fails.
+    const failing = await device('worker-refresh-fails', await signToken('worker-refresh-fails'), { fail: 'the identity provider is down' });
+    await failing.evaluate(() => (globalThis as unknown as FixtureGlobals).client.pendingStatus());
+    await failing.evaluate((t) => (globalThis as unknown as FixtureGlobals).client.setToken(t), await refusedToken('worker-refresh-fails'));
+    const refusal = await failing.evaluate(() => (globalThis as unknown as FixtureGlobals).client.attach('worker-refresh-fails').then(
+      () => null, (e: { code?: string; message?: string }) => ({ code: e.code, message: e.message })));
+    expect(refusal).toMatchObject({ code: 'authentication_failed', message: expect.stringContaining('the identity provider is down') });
+    expect(await refreshes(failing)).toBe(1);
+    await fresh.context().close();
+    await failing.context().close();
+  });
+
   it('a local write is synced by the loop, and a server write arrives by a long-poll wake-up', async () => {
     await evaluate((g) => g.client.run("INSERT INTO kinds (code, label) VALUES ('from-page', 'written in the browser')"));
     await until('the server has the browser write', serverKinds, (rows) => rows.some((r) => r.code === 'from-page'));

@@ -105,6 +105,11 @@ export type HostEvent =
 export type ToWorker =
   | { readonly t: 'open'; readonly config: WorkerOpenConfig }
   | { readonly t: 'token'; readonly token: string }
+  /**
+   * The answer to a worker's `token-refresh`: the page's fresh token, or `token: null` when the page
+   * has no way to refresh (the worker keeps its token), or the provider's failure.
+   */
+  | { readonly t: 'token-refreshed'; readonly id: number; readonly token: string | null; readonly error?: string }
   | { readonly t: 'call'; readonly id: number; readonly method: RemoteMethod; readonly args: readonly unknown[] }
   | { readonly t: 'abort'; readonly id: number }
   | { readonly t: 'close'; readonly id: number };
@@ -114,7 +119,9 @@ export type FromWorker =
   | { readonly t: 'role'; readonly role: WorkerRole }
   | { readonly t: 'result'; readonly id: number; readonly value: unknown }
   | { readonly t: 'error'; readonly id: number; readonly error: WireError }
-  | { readonly t: 'event'; readonly event: HostEvent };
+  | { readonly t: 'event'; readonly event: HostEvent }
+  /** The server refused the token (401): the worker asks its page for a fresh one, once per request. */
+  | { readonly t: 'token-refresh'; readonly id: number };
 
 /** Between the workers of the tabs that share one database. */
 export type OnChannel =

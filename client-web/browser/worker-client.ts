@@ -115,11 +115,23 @@ interface Pending {
   reject(error: WorkerCallError): void;
 }
 
+/** What only the page can do for its worker. */
+export interface WorkerClientOptions {
+  /**
+   * A fresh token, from the app's identity provider, when the server refused the worker's (a
+   * 401): the request is then sent once more with it, as `getToken({ refresh: true })` does for
+   * `openClient`. It also replaces the worker's token for later requests. A provider that throws
+   * fails that request with `authentication_failed`. Without it the worker keeps its token until
+   * `setToken`.
+   */
+  readonly refreshToken?: () => string | Promise<string>;
+}
+
 /**
  * Opens the database in `worker` (a module worker whose entry calls hostSyncWorker). Answers at
  * once: calls made before the worker knows its role wait there.
  */
-export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): WorkerSyncClient {
+export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig, options: WorkerClientOptions = {}): WorkerSyncClient {
   let nextId = 1;
   let role: WorkerRole = 'starting';
   let status: SyncStatus | null = null;
@@ -135,6 +147,15 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
   };
 
   const post = (message: ToWorker) => worker.postMessage(message);
+
+  async function answerRefresh(id: number): Promise<void> {
+    if (!options.refreshToken) return post({ t: 'token-refreshed', id, token: null });
+    try {
+      post({ t: 'token-refreshed', id, token: await options.refreshToken() });
+    } catch (error) {
+      post({ t: 'token-refreshed', id, token: null, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
 
   function fire<K extends keyof WorkerClientEvents>(type: K, value: WorkerClientEvents[K]): void {
     for (const listener of listeners[type]) listener(value);
@@ -165,6 +186,9 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig): Wor
         else fire('change', { method: event.method });
         return;
       }
+      case 'token-refresh':
+        void answerRefresh(message.id);
+        return;
       case 'result':
       case 'error': {
         const p = pending.get(message.id);

@@ -154,6 +154,12 @@ async function execute(client: SyncClient, call: Call, signal: AbortSignal, loop
   }
 }
 
+/**
+ * How long the worker waits for its page's fresh token (an identity provider's round trip) before
+ * failing the request that needed it.
+ */
+const TOKEN_REFRESH_TIMEOUT_MS = 30_000;
+
 /** Installs the host in this dedicated worker; the main thread drives it with worker-client.ts. */
 export function hostSyncWorker(options: WorkerHostOptions): void {
   const scope = globalThis as unknown as WorkerScope;
@@ -189,6 +195,32 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
   };
 
   const toMain = (message: FromWorker) => scope.postMessage(message);
+
+  /** Token refreshes asked of this tab's page and not answered yet. */
+  const refreshes = new Map<number, { resolve: (token: string) => void; reject: (error: Error) => void }>();
+  let nextRefresh = 1;
+
+  /**
+   * A fresh token from the page (its `refreshToken`), after the server refused this one: only the
+   * page can reach the app's identity provider. A page that cannot refresh leaves the token as it
+   * is (the request's second 401 is then the answer); one that fails, or never answers, fails the
+   * request as the provider's failure.
+   */
+  function refreshedToken(): Promise<string> {
+    const id = nextRefresh++;
+    return new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        refreshes.delete(id);
+        reject(new Error(`the page gave no fresh token within ${TOKEN_REFRESH_TIMEOUT_MS} ms`));
+      }, TOKEN_REFRESH_TIMEOUT_MS);
+      const settle = () => {
+        clearTimeout(timer);
+        refreshes.delete(id);
+      };
+      refreshes.set(id, { resolve: (fresh) => (settle(), resolve(fresh)), reject: (error) => (settle(), reject(error)) });
+      toMain({ t: 'token-refresh', id });
+    });
+  }
   const toChannel = (message: OnChannel) => channel?.postMessage(message);
 
   function reply(from: string, id: number, outcome: { value: unknown } | { error: WireError }): void {
@@ -256,7 +288,7 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
       await db.exec(options.schemaSql);
       const clientConfig: ClientConfig = {
         baseUrl: open.baseUrl,
-        getToken: () => token,
+        getToken: (request) => (request?.refresh ? refreshedToken() : token),
         db,
         tables: options.tables,
         watch: options.watch ?? 'websocket',
@@ -349,6 +381,15 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
       case 'token':
         token = message.token;
         return;
+      case 'token-refreshed': {
+        const waiting = refreshes.get(message.id);
+        if (message.error !== undefined) waiting?.reject(new Error(message.error));
+        else {
+          if (message.token !== null) token = message.token;
+          waiting?.resolve(token);
+        }
+        return;
+      }
       case 'call':
         // This tab asked for the loop: should it take the database over later, it runs the loop too.
         if (message.method === 'start') loopOptions = (message.args[0] ?? {}) as WorkerStartOptions;

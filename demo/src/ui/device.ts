@@ -9,12 +9,21 @@ import type { WorkerRole } from '../../../client-web/browser/protocol.js';
 import type { Progress } from '../../../client-web/api.js';
 import { useLockstep, type BindableClient } from '../../../client-web/react/index.js';
 import { dbNameFor } from '../local-schema.js';
+import { mintDevToken, saveSession } from '../session.js';
 import { createStore, type Store } from '../store.js';
 
-/** Opens the user's sync worker (the provider calls it once per signed-in user). */
+/**
+ * Opens the user's sync worker (the provider calls it once per signed-in user). A token the
+ * server refuses (expired while the tab slept) is replaced by a new one, kept for the next start.
+ */
 export function openDevice(userId: string, token: string): WorkerSyncClient {
   const worker = new Worker('/worker.js', { type: 'module', name: 'lockstep-sync' });
-  return connectSyncWorker(worker, { dbName: dbNameFor(userId), baseUrl: location.origin, token });
+  const refreshToken = async () => {
+    const session = await mintDevToken(userId);
+    saveSession(session);
+    return session.token;
+  };
+  return connectSyncWorker(worker, { dbName: dbNameFor(userId), baseUrl: location.origin, token }, { refreshToken });
 }
 
 const stores = new WeakMap<BindableClient, Store>();
