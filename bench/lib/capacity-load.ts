@@ -30,6 +30,7 @@ import { SignJWT } from 'jose';
 import WebSocket from 'ws';
 import { insertRows, makeNotes, requestHash, type Note, type PushRow } from './rows.js';
 import { percentile } from './stats.js';
+import { seededRandom } from '../../test/support/fault-proxy.js';
 
 export interface LoadConfig {
   readonly url: string;
@@ -79,18 +80,6 @@ export type FromChild =
   /** Rows inserted by commits the generator saw answered, and by commits still unanswered when it stopped. */
   | { readonly type: 'stopped'; readonly insertedRows: number; readonly insertedRowsInFlight: number }
   | { readonly type: 'failed'; readonly message: string };
-
-/** A small seeded generator (mulberry32), so two runs make the same choices. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class HttpError extends Error {
   constructor(
@@ -159,7 +148,8 @@ class Load {
 
   constructor(readonly config: LoadConfig) {
     this.base = new URL(config.url);
-    this.rand = prng(config.seed);
+    // Seeded, so two runs make the same choices.
+    this.rand = seededRandom(config.seed);
   }
 
   /** One HTTP request; any status but `expect` throws. Timed per route. */
