@@ -14,11 +14,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serverWrite } from '../core/sync/index.js';
-import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
+import { demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type Benchmark } from './lib/context.js';
-import { startSideDatabase } from './lib/server.js';
-import { byTestId } from './lib/demo-page.js';
+import { byTestId, startDemoDatabase } from './lib/demo-page.js';
 import { spread } from './lib/stats.js';
 import { launchChromium } from '../test/support/browser.js';
 import { findChromium } from '../test/support/npm-chromium.js';
@@ -47,7 +46,7 @@ export const browserHydrationBenchmark: Benchmark = {
     const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-demo-'));
     // React's production build, as an app ships it (and as browser-latency measures).
     const built = await buildDemo(outDir, { react: 'production' });
-    const side = await startSideDatabase(ctx.server, 'browser_demo', { schemaSql: DEMO_SCHEMA_SQL, tables: DEMO_SYNC_TABLES, staticDir: built.outDir, devTokens: true });
+    const side = await startDemoDatabase(ctx.server, 'browser_demo', built.outDir);
     const browser = await launchChromium(chromiumSource);
     try {
       const user = 'browser-carol';

@@ -30,12 +30,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type LaunchOptions } from 'playwright-core';
 import { WebSocket, WebSocketServer } from 'ws';
-import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
 import { type BenchContext, type Benchmark } from './lib/context.js';
 import { type Recorder } from './lib/report.js';
-import { addAndSelectList, clickAddTodo, signIn, waitForRowScript } from './lib/demo-page.js';
-import { startSideDatabase } from './lib/server.js';
+import { addAndSelectList, clickAddTodo, signIn, startDemoDatabase, waitForRowScript } from './lib/demo-page.js';
 import { percentile, spread } from './lib/stats.js';
 import { findChromium, prepareChromium } from '../test/support/npm-chromium.js';
 
@@ -141,11 +139,7 @@ export const browserLatencyBenchmark: Benchmark = {
     const outDir = mkdtempSync(join(tmpdir(), 'lockstep-bench-latency-'));
     await buildDemo(outDir, { react: 'production' });
     const seen: Seen[] = [];
-    const side = await startSideDatabase(ctx.server, 'browser_latency', {
-      schemaSql: DEMO_SCHEMA_SQL,
-      tables: DEMO_SYNC_TABLES,
-      staticDir: outDir,
-      devTokens: true,
+    const side = await startDemoDatabase(ctx.server, 'browser_latency', outDir, {
       feed: true,
       intercept: async (event, next) => {
         const start = epoch();

@@ -16,10 +16,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
 import { serverWrite } from '../core/sync/index.js';
-import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES, demoSeed } from '../demo/schema.js';
+import { demoSeed } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
-import { buildBrowserWorker, byTestId, RECORD_PAGE_SCRIPT } from './lib/demo-page.js';
-import { startBenchServer, startSideDatabase } from './lib/server.js';
+import { buildBrowserWorker, byTestId, RECORD_PAGE_SCRIPT, startDemoDatabase } from './lib/demo-page.js';
+import { startBenchServer } from './lib/server.js';
 import type { TraceEvent } from './lib/worker-trace.js';
 
 const runs = Number(process.argv[2] ?? 3);
@@ -58,11 +58,7 @@ async function main(): Promise<void> {
     }
     return (emit as (this: http.Server, event: string, ...rest: unknown[]) => boolean).call(this, event, ...args);
   } as typeof emit;
-  const side = await startSideDatabase(server, 'profile_hydration', {
-    schemaSql: DEMO_SCHEMA_SQL,
-    tables: DEMO_SYNC_TABLES,
-    staticDir: outDir,
-    devTokens: true,
+  const side = await startDemoDatabase(server, 'profile_hydration', outDir, {
     intercept: async (event, next) => {
       const start = epoch();
       const result = await next();

@@ -22,10 +22,9 @@ import { join, resolve } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import pg from 'pg';
 import { WebSocket } from 'ws';
-import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../demo/schema.js';
 import { buildDemo } from '../dev/build-demo.js';
-import { addAndSelectList, buildBrowserWorker, clickAddTodo, RECORD_PAGE_SCRIPT, signIn, waitForRowScript } from './lib/demo-page.js';
-import { startBenchServer, startSideDatabase } from './lib/server.js';
+import { addAndSelectList, buildBrowserWorker, clickAddTodo, RECORD_PAGE_SCRIPT, signIn, startDemoDatabase, waitForRowScript } from './lib/demo-page.js';
+import { startBenchServer } from './lib/server.js';
 import type { TraceEvent } from './lib/worker-trace.js';
 
 const writes = Number(process.argv[2] ?? 8);
@@ -89,11 +88,7 @@ async function main(): Promise<void> {
     if (typeof data === 'string') served.push({ kind: 'ws-send', what: data.slice(0, 60), start: epoch(), end: epoch(), who: 'S' });
     return (wsSend as (this: WebSocket, ...a: unknown[]) => void).call(this, data, ...rest);
   } as typeof wsSend;
-  const server2 = await startSideDatabase(server, 'profile_latency', {
-    schemaSql: DEMO_SCHEMA_SQL,
-    tables: DEMO_SYNC_TABLES,
-    staticDir: outDir,
-    devTokens: true,
+  const server2 = await startDemoDatabase(server, 'profile_latency', outDir, {
     feed: true,
     intercept: async (event, next) => {
       const start = epoch();

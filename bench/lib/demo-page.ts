@@ -6,6 +6,13 @@
  */
 import { build } from 'esbuild';
 import { type Page } from 'playwright-core';
+import { DEMO_SCHEMA_SQL, DEMO_SYNC_TABLES } from '../../demo/schema.js';
+import { startSideDatabase, type BenchServer, type SideDatabase, type SideDatabaseOptions } from './server.js';
+
+/** A database of its own with the demo's schema, serving the demo built into `staticDir` with development tokens. */
+export function startDemoDatabase(server: BenchServer, name: string, staticDir: string, options: Partial<SideDatabaseOptions> = {}): Promise<SideDatabase> {
+  return startSideDatabase(server, name, { schemaSql: DEMO_SCHEMA_SQL, tables: DEMO_SYNC_TABLES, staticDir, devTokens: true, ...options });
+}
 
 export const byTestId = (page: Page, id: string) => page.locator(`[data-testid="${id}"]`);
 
