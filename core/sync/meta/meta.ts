@@ -99,7 +99,7 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
     SELECT (SELECT jsonb_object_agg(name, value) FROM (SELECT name, sum(value)::bigint AS value FROM (${sqlRaw(counterSql)}) c GROUP BY name) c) AS counters,
            (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key IN ('ready', 'created_at')) AS meta,
            jsonb_build_object(
-             'users', (SELECT last_value FROM sync.user_pk_seq)) AS sessions`);
+             'users', (SELECT count(*) FROM sync.user_state)) AS sessions`);
   const counters = row?.counters ?? {};
   return {
     lifecycle: {
@@ -132,7 +132,8 @@ export async function flushPendingCounters(db: Queryable, pending: PendingCounte
   if (pending.empty) return;
   const entries = pending.take();
   try {
-    await db.query(sql`SELECT sync.count(c.key, c.value::bigint) FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(entries))}::jsonb) c`);
+    // Counts of no one user's request: the ledger's rows of the empty user id.
+    await db.query(sql`SELECT sync.count('', c.key, c.value::bigint) FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(entries))}::jsonb) c`);
   } catch {
     pending.restore(entries);
   }
