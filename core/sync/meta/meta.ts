@@ -95,6 +95,8 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
     `SELECT name, value FROM sync.counter_totals`,
     `SELECT name, sum(delta) FROM sync.counter_deltas GROUP BY name`,
   ].join(' UNION ALL ');
+  // users_registered_max_pk keeps its name (an operator's dashboards read it); since layout 18 there
+  // is no user_pk sequence to read, so it is the number of users, counted (the operator's endpoint only).
   const [row] = await db.query<{ counters: Record<string, number>; meta: Record<string, string>; sessions: Record<string, number> }>(sql`
     SELECT (SELECT jsonb_object_agg(name, value) FROM (SELECT name, sum(value)::bigint AS value FROM (${sqlRaw(counterSql)}) c GROUP BY name) c) AS counters,
            (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key IN ('ready', 'created_at')) AS meta,
