@@ -88,11 +88,11 @@ try {
   for (const f of fns) console.log(`${(f.total / n).toFixed(3).padStart(8)} ${(f.self / n).toFixed(3).padStart(8)} ${(Number(f.calls) / n).toFixed(1).padStart(6)}  ${f.name}`);
   if (process.env['EXPLAIN_HASH'] === '1') {
     // finalize_bundle's hash query (dynamic SQL: planned at every commit), for the last bundle.
-    const { rows: [last] } = await server.admin.query<{ user_pk: string; seq: string }>('SELECT user_pk, max(bundle_seq) AS seq FROM sync.bundle_log GROUP BY user_pk ORDER BY 2 DESC LIMIT 1');
+    const { rows: [last] } = await server.admin.query<{ user_id: string; seq: string }>('SELECT user_id, max(bundle_seq) AS seq FROM sync.bundle_log GROUP BY user_id ORDER BY 2 DESC LIMIT 1');
     const { rows: [cat] } = await server.admin.query<{ q: string }>('SELECT hash_rows_sql AS q FROM sync.table_catalog WHERE hash_rows_sql IS NOT NULL LIMIT 1');
     const q = `SELECT string_agg(t, ',' ORDER BY o), sum(octet_length(t)), string_agg(coalesce(t2, t), ',' ORDER BY o), coalesce(bool_or(t2 <> t), false) FROM (${cat?.q}) x`;
     for (let k = 0; k < 3; k++) {
-      const { rows } = await server.admin.query(`EXPLAIN (ANALYZE, SUMMARY) ${q.replace(/\$1/g, String(last?.user_pk)).replace(/\$2/g, String(last?.seq))}`);
+      const { rows } = await server.admin.query(`EXPLAIN (ANALYZE, SUMMARY) ${q.replace(/\$1/g, `'${String(last?.user_id)}'`).replace(/\$2/g, String(last?.seq))}`);
       console.log(rows.map((r: Record<string, string>) => r['QUERY PLAN']).filter((l) => /Planning|Execution/.test(l ?? '')).join('; '));
     }
   }

@@ -16,7 +16,7 @@
  */
 import { PingMessage, SOURCE_ID_PATTERN, WS_SOURCE_PARAM, WS_TOKEN_PARAM, type ChangedMessage } from '../core/protocol/index.js';
 import { SyncError } from '../core/errors.js';
-import { connectionLatest, dropConnections, registerConnection, requireNotifyLayout } from '../core/sync/notify/connections.js';
+import { connectionLatest, dropConnection, registerConnection, requireNotifyLayout } from '../core/sync/notify/connections.js';
 import { errorAnswer } from './edge/http.js';
 import { isStorableUserId } from './edge/request.js';
 import { tokenVerifier, type TokenVerifier } from './edge/jwt.js';
@@ -64,7 +64,7 @@ export function createWsHandler(getRuntime: () => Promise<Runtime> = runtimeFrom
       const db = runtime.db.forRequest();
       const { routeKey, connectionId } = event.requestContext;
       if (routeKey === '$disconnect') {
-        await dropConnections(db, [connectionId]);
+        await dropConnection(db, connectionId);
         return { statusCode: 200 };
       }
       if (routeKey === '$default') return await answerPing(db, connectionId, event.body);

@@ -102,13 +102,13 @@ describe('one user attacks, another pulls', () => {
       const rows = Array.from({ length: 500 }, () => list(uuid(), 'x'.repeat(300)));
       return mallory.post(`/sync/push-sessions/${created.body.push_id}/chunks`, { start_row_ordinal: 0, rows });
     });
-    const open = await s.t.exec(`SELECT open_push_sessions AS n FROM sync.user_quota q JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'mallory'`);
+    const open = await s.t.exec(`SELECT open_push_sessions AS n FROM sync.user_quota q JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'mallory'`);
     expect(open.rows[0].n).toBeLessThanOrEqual(defaultLimits.maxOpenPushSessionsPerUser);
   });
 
   it('snapshot sessions: the attacker copies all its rows again and again until the cap answers 429', async () => {
     await underAttack('snapshot sessions', () => mallory.post('/sync/snapshot-sessions', {}));
-    const open = await s.t.exec(`SELECT count(*)::int AS n FROM sync.snapshot_sessions p JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'mallory'`);
+    const open = await s.t.exec(`SELECT count(*)::int AS n FROM sync.snapshot_sessions p JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'mallory'`);
     expect(open.rows[0].n).toBeLessThanOrEqual(defaultLimits.maxOpenSnapshotSessionsPerUser);
   });
 
@@ -118,7 +118,7 @@ describe('one user attacks, another pulls', () => {
     // The sessions of the attack before expire and maintenance removes them (freeing the cap);
     // then the attacker's state row is held.
     await s.t.operator(`UPDATE sync.push_sessions SET expires_at = now() - interval '1 second'
-      WHERE user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'mallory')`);
+      WHERE user_id = (SELECT user_id FROM sync.user_state WHERE user_id = 'mallory')`);
     await runMaintenance(s.t.db, defaultLimits);
     await admin.query('BEGIN');
     await admin.query(`SELECT 1 FROM sync.user_state WHERE user_id = 'mallory' FOR UPDATE`);

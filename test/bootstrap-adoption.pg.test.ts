@@ -56,7 +56,7 @@ describe('adoption of rows that predate bootstrap', () => {
   it('gives every existing row a row_state entry in its own user stream', async () => {
     const { rows } = await s.t.exec(`
       SELECT u.user_id, c.table_name, r.row_version::int AS v, r.deleted
-        FROM sync.row_state r JOIN sync.user_state u USING (user_pk) JOIN sync.table_catalog c USING (table_id)
+        FROM sync.row_state r JOIN sync.user_state u USING (user_id) JOIN sync.table_catalog c USING (table_id)
        ORDER BY 1, 2`);
     expect(rows).toEqual([
       { user_id: 'alice', table_name: 'items', v: 1, deleted: false },

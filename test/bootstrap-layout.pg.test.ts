@@ -107,7 +107,7 @@ const TAMPERING: { name: string; sql: string; names: RegExp }[] = [
   },
   { name: 'disable the guard trigger', sql: 'ALTER TABLE app.lists DISABLE TRIGGER _lockstep_guard', names: /app\.lists\._lockstep_guard / },
   { name: 'drop a capture trigger', sql: 'DROP TRIGGER _lockstep_capture_update ON app.items', names: /app\.items\._lockstep_capture_update/ },
-  { name: 'drop a counter sequence', sql: 'DROP SEQUENCE sync.counter_push_rejected', names: /counter_push_rejected/ },
+  { name: 'drop a counter sequence', sql: 'DROP SEQUENCE sync.counter_rejected_direct_writes', names: /counter_rejected_direct_writes/ },
   // Under the bootstrap lock, as an operator would have to (the sync tables refuse direct writes).
   { name: 'mark the layout not ready', sql: `BEGIN; SELECT pg_advisory_xact_lock(7020140421); UPDATE sync.meta SET value = 'false' WHERE key = 'ready'; COMMIT`, names: /ready/ },
   // Issue 15 item 13: a layout whose own bookkeeping is gone or reshaped failed with a raw

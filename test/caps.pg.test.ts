@@ -69,7 +69,7 @@ describe('per-user caps', () => {
     expect(retryAfter).toBeGreaterThan(defaultLimits.pushSessionTtlSeconds - 60);
     expect(retryAfter).toBeLessThanOrEqual(defaultLimits.pushSessionTtlSeconds);
     expect(over.body.message).toMatch(/max_open_push_sessions_per_user/);
-    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.push_sessions p JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'cap-push'`)).rows[0].n).toBe(3);
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.push_sessions p JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'cap-push'`)).rows[0].n).toBe(3);
     // Another user is not counted against this one.
     expectStatus(await createPush(await user('cap-push-other')), 200);
     // Deleting a session frees its place.
@@ -150,7 +150,7 @@ describe('per-user caps', () => {
     expect(refused.body.message).toMatch(/max_staged_bytes_per_user/);
     const { rows: left } = await s.t.exec(`
       SELECT count(*) FILTER (WHERE p.status = 'staging')::int AS staging, max(q.open_push_sessions)::int AS open
-        FROM sync.user_state u JOIN sync.user_quota q USING (user_pk) LEFT JOIN sync.push_sessions p USING (user_pk)
+        FROM sync.user_state u JOIN sync.user_quota q USING (user_id) LEFT JOIN sync.push_sessions p USING (user_id)
        WHERE u.user_id = 'cap-one-request'`);
     expect(left[0]).toEqual({ staging: 1, open: 1 });
   });
@@ -177,10 +177,10 @@ describe('per-user caps', () => {
   it('counters per user stay equal to the open sessions after all of the above', async () => {
     await runMaintenance(s.t.db, defaultLimits);
     const { rows } = await s.t.exec(`
-      SELECT q.user_pk, q.open_push_sessions, q.open_snapshot_sessions, q.staged_bytes,
-        (SELECT count(*) FROM sync.push_sessions p WHERE p.user_pk = q.user_pk AND p.status = 'staging')::int AS push,
-        (SELECT count(*) FROM sync.snapshot_sessions p WHERE p.user_pk = q.user_pk)::int AS snap,
-        (SELECT coalesce(sum(byte_count), 0) FROM sync.push_sessions p WHERE p.user_pk = q.user_pk AND p.status = 'staging')::bigint AS bytes
+      SELECT q.user_id, q.open_push_sessions, q.open_snapshot_sessions, q.staged_bytes,
+        (SELECT count(*) FROM sync.push_sessions p WHERE p.user_id = q.user_id AND p.status = 'staging')::int AS push,
+        (SELECT count(*) FROM sync.snapshot_sessions p WHERE p.user_id = q.user_id)::int AS snap,
+        (SELECT coalesce(sum(byte_count), 0) FROM sync.push_sessions p WHERE p.user_id = q.user_id AND p.status = 'staging')::bigint AS bytes
       FROM sync.user_quota q`);
     expect(rows.length).toBeGreaterThan(0);
     for (const r of rows) {

@@ -56,7 +56,7 @@ const until = async (done: () => boolean): Promise<void> => {
 
 async function bundlesOf(s: TestServer, user: string): Promise<{ seq: number; source_id: string; sbid: number; row_count: number }[]> {
   const r = await s.t.exec(
-    `SELECT b.bundle_seq::int AS seq, b.source_id, b.source_bundle_id::int AS sbid, b.row_count FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 ORDER BY 1`,
+    `SELECT b.bundle_seq::int AS seq, b.source_id, b.source_bundle_id::int AS sbid, b.row_count FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 ORDER BY 1`,
     [user]);
   return r.rows;
 }

@@ -47,7 +47,7 @@ describe('web client: the sync loop (start/stop/onStatus)', () => {
     return d;
   };
   const serverCodes = async (user: string) => (await s.t.exec('SELECT code FROM app.kinds WHERE _sync_scope_id = $1 ORDER BY code', [user])).rows.map((r) => r.code as string);
-  const bundlesOf = async (user: string) => Number((await s.t.exec('SELECT count(*) AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1', [user])).rows[0].n);
+  const bundlesOf = async (user: string) => Number((await s.t.exec('SELECT count(*) AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1', [user])).rows[0].n);
   /** A device whose loop runs in a controlled environment, with every status recorded. */
   const looping = async (user: string, options: DeviceOptions = {}) => {
     const d = await device(user, { ...options, config: { watch: 'long-poll', ...options.config } });

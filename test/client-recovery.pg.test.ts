@@ -176,7 +176,7 @@ describe('web client: recovery paths', () => {
     const seen = h.requests.slice(from);
     expect(seen.filter((r) => r.endsWith('/chunks'))).toHaveLength(3);
     expect(seen.filter((r) => r.endsWith('/push-sessions'))).toHaveLength(2);
-    const bundles = await s.t.exec(`SELECT count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'u-unknown' AND b.source_bundle_id = 2`);
+    const bundles = await s.t.exec(`SELECT count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'u-unknown' AND b.source_bundle_id = 2`);
     expect(bundles.rows[0].n).toBe(1);
     expect(await a.client.pendingStatus()).toMatchObject({ dirtyRows: 0, frozenRows: 0, nextSourceBundleId: 3, checkpoint: 2 });
     await b.client.sync();
@@ -198,7 +198,7 @@ describe('web client: recovery paths', () => {
       return answer;
     });
     const attachA = a.client.attach('u-race');
-    await expect.poll(() => s.t.exec(`SELECT count(*)::int AS n FROM sync.scope_state s JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'u-race'`).then((r) => r.rows[0].n)).toBe(1);
+    await expect.poll(() => s.t.exec(`SELECT count(*)::int AS n FROM sync.scope_state s JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'u-race'`).then((r) => r.rows[0].n)).toBe(1);
     const early = await b.client.attach('u-race');
     expect(early.status).toBe('retry_later');
     expect(early.status === 'retry_later' && early.retryAfterMs).toBeGreaterThan(0);
@@ -270,7 +270,7 @@ describe('web client: recovery paths', () => {
     await c.client.sync();
     const state = await expectConverged(s, 'u-clone', a, c);
     expect(Object.values(state.items).map((i) => i.body).sort()).toEqual(['after retirement', 'written on the copy', 'written on the original']);
-    const dupes = await s.t.exec(`SELECT source_id, source_bundle_id, count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'u-clone' GROUP BY 1, 2 HAVING count(*) > 1`);
+    const dupes = await s.t.exec(`SELECT source_id, source_bundle_id, count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'u-clone' GROUP BY 1, 2 HAVING count(*) > 1`);
     expect(dupes.rows).toEqual([]);
   });
 

@@ -52,7 +52,7 @@ describe('a commit reads only what its bundle names, on an analyzed database', (
     }
     const versions = async (table: string) => (await s.t.exec(`SELECT t.id::text AS id, r.row_version::int AS version FROM app.${table} t
       JOIN sync.user_state u ON u.user_id = t._sync_scope_id
-      JOIN sync.row_state r ON r.user_pk = u.user_pk AND r.key_bytes = uuid_send(t.id)
+      JOIN sync.row_state r ON r.user_id = u.user_id AND r.key_bytes = uuid_send(t.id)
       WHERE t._sync_scope_id = 'heavy' ORDER BY t.id LIMIT 5000`)).rows as { id: string; version: number }[];
     ownLists.push(...(await versions('lists')));
     ownItems.push(...(await versions('items')));

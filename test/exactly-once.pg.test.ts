@@ -72,7 +72,7 @@ for (const oneRequest of [false, true]) describe(`exactly-once commit under conn
 
   async function bundlesOf(user: string): Promise<{ source_id: string; source_bundle_id: number; n: number }[]> {
     const r = await s.t.exec(
-      `SELECT source_id, source_bundle_id::int, count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk)
+      `SELECT source_id, source_bundle_id::int, count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_id)
         WHERE u.user_id = $1 GROUP BY 1, 2 ORDER BY 2`, [user]);
     return r.rows;
   }

@@ -53,7 +53,7 @@ describe('integrity guards', () => {
     const id = uuid();
     const insert = `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'alice', 'forged')`;
     for (const forge of [
-      `SELECT set_config('lockstep.scope', 'alice', true), set_config('lockstep.user_pk', '1', true)`,
+      `SELECT set_config('lockstep.scope', 'alice', true), set_config('lockstep.bundle_user', 'alice', true)`,
       `SET LOCAL lockstep.scope = 'alice'`,
     ]) {
       const error = await attempt(forge, insert);
@@ -80,8 +80,8 @@ describe('integrity guards', () => {
   });
 
   it('the bundle context cannot be written directly, even inside a transaction that forged it', async () => {
-    const error = await attempt(`INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind)
-      VALUES (txid_current(), (SELECT user_pk FROM sync.user_state WHERE user_id = 'alice'), 'alice', 'src-alice', 'server')`);
+    const error = await attempt(`INSERT INTO sync.bundle_context (xact, user_id, source, kind)
+      VALUES (txid_current(), 'alice', 'src-alice', 'server')`);
     expect(error?.code, error?.message).toBe('42501');
   });
 
@@ -89,12 +89,12 @@ describe('integrity guards', () => {
     const before = await rejectedCount();
     const writes = [
       `UPDATE sync.row_state SET row_version = row_version + 1`,
-      `INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, committed_at)
-         VALUES (1, 99, 'x', 99, 0, 0, 'x', now())`,
+      `INSERT INTO sync.bundle_log (user_id, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, committed_at)
+         VALUES ('alice', 99, 'x', 99, 0, 0, 'x', now())`,
       `DELETE FROM sync.push_sessions`,
       `UPDATE sync.user_state SET latest_bundle_seq = 0`,
       `UPDATE sync.user_quota SET open_push_sessions = 0`,
-      `INSERT INTO sync.counter_deltas (name, delta) VALUES ('bundles_committed', 1000)`,
+      `INSERT INTO sync.counter_deltas (user_id, name, delta) VALUES ('alice', 'bundles_committed', 1000)`,
       `UPDATE sync.meta SET value = 'false' WHERE key = 'ready'`,
       `TRUNCATE sync.bundle_rows`,
     ];
@@ -124,7 +124,7 @@ describe('integrity guards', () => {
     // The documented way, in SQL and through serverWrite.
     expect(await attempt(`SELECT sync.server_bundle_begin('alice', 'server:test')`,
       `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'alice', 'finished')`,
-      `SELECT sync.server_bundle_finish(${defaultLimits.retainedBundlesPerUser})`)).toBeNull();
+      `SELECT sync.server_bundle_finish('alice', ${defaultLimits.retainedBundlesPerUser})`)).toBeNull();
     const written = await serverWrite(s.t.db, { userId: 'alice', sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser },
       (tx, scope) => tx.query(sql`UPDATE app.lists SET title = 'renamed' WHERE _sync_scope_id = ${scope} AND id = ${id}`));
     expect(written.bundle?.row_count).toBe(1);
@@ -140,11 +140,10 @@ describe('integrity guards', () => {
   describe('a DML role cannot forge what the owner\'s managed functions do', () => {
     const role = `lockstep_dml_${process.pid}`;
     let dml: pg.Client;
-    let bobPk: number;
     const frame = '/*\nPL/pgSQL function sync.push_commit(*/';
     const managedFrame = '/*\nPL/pgSQL function sync.maintenance_step(*/';
     const forgedWrites = (id: string): string[] => [
-      `INSERT ${frame} INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), ${bobPk}, 'bob', 'src-bob', 'push')`,
+      `INSERT ${frame} INTO sync.bundle_context (xact, user_id, source, kind) VALUES (txid_current(), 'bob', 'src-bob', 'push')`,
       `INSERT ${frame} INTO app.lists (id, _sync_scope_id, title) VALUES ('${id}', 'bob', 'forged')`,
       `DELETE ${frame} FROM sync.bundle_context WHERE xact = txid_current()`,
     ];
@@ -154,7 +153,6 @@ describe('integrity guards', () => {
       const bob = s.client('bob');
       await initEmpty(bob);
       await pushOk(bob, [list(uuid(), 'bob owns this')], { sourceBundleId: 1 });
-      bobPk = Number((await s.t.exec(`SELECT user_pk FROM sync.user_state WHERE user_id = 'bob'`)).rows[0].user_pk);
       // The widest grants a DBA might give an application's second role: every DML right on the
       // business and sync tables, the sequences, CREATE in a schema of its own and in sync.
       await s.t.exec(`DROP ROLE IF EXISTS ${role}; CREATE ROLE ${role} LOGIN PASSWORD 'dml';
@@ -194,8 +192,8 @@ describe('integrity guards', () => {
         ['statements', forgedWrites(uuid())],
         ['DO block', [`DO $$ ${frame}\n${body(uuid())} $$`]],
         ['nested DO', [`DO $outer$ BEGIN EXECUTE ${'$x$'}DO $inner$ ${body(uuid())} $inner$${'$x$'}; END $outer$`]],
-        ['sync table, managed frame', [`UPDATE ${managedFrame} sync.user_state SET latest_bundle_seq = 0 WHERE user_pk = ${bobPk}`]],
-        ['sync table in a DO block', [`DO $$ BEGIN DELETE ${managedFrame} FROM sync.bundle_log WHERE user_pk = ${bobPk}; END $$`]],
+        ['sync table, managed frame', [`UPDATE ${managedFrame} sync.user_state SET latest_bundle_seq = 0 WHERE user_id = 'bob'`]],
+        ['sync table in a DO block', [`DO $$ BEGIN DELETE ${managedFrame} FROM sync.bundle_log WHERE user_id = 'bob'; END $$`]],
       ];
       for (const [what, statements] of attempts) {
         const error = await asDml(...statements);
@@ -203,7 +201,7 @@ describe('integrity guards', () => {
       }
       expect(await bobRows()).toBe(before);
       expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.capture_rows`)).rows[0].n).toBe(0);
-      expect((await s.t.exec(`SELECT latest_bundle_seq::int AS n FROM sync.user_state WHERE user_pk = $1`, [bobPk])).rows[0].n).toBe(1);
+      expect((await s.t.exec(`SELECT latest_bundle_seq::int AS n FROM sync.user_state WHERE user_id = 'bob'`)).rows[0].n).toBe(1);
     });
 
     it('functions the role owns — named like a managed one, in sync or another schema, SECURITY DEFINER — open nothing', async () => {
@@ -216,7 +214,7 @@ describe('integrity guards', () => {
         ['SECURITY DEFINER of its own', [fn('evil.forge()', 'SECURITY DEFINER SET search_path = sync, pg_catalog'), 'SELECT evil.forge()']],
         ['server_bundle_begin as itself', [`SELECT sync.server_bundle_begin('bob', 'server:forged')`,
           `INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ('${uuid()}', 'bob', 'forged')`,
-          `SELECT sync.server_bundle_finish(${defaultLimits.retainedBundlesPerUser})`]],
+          `SELECT sync.server_bundle_finish('bob', ${defaultLimits.retainedBundlesPerUser})`]],
       ];
       for (const [what, statements] of attempts) {
         const error = await asDml(...statements);

@@ -237,8 +237,8 @@ describe('isolation between users on every endpoint', () => {
   it("a token for A with B's device id writes only into A's stream; B's stream and source state are unchanged", async () => {
     const bState = async () => {
       const r = await s.t.exec(
-        `SELECT (SELECT jsonb_agg(to_jsonb(l) - 'committed_at' ORDER BY l.bundle_seq) FROM sync.bundle_log l WHERE l.user_pk = u.user_pk) AS log,
-                (SELECT jsonb_agg(to_jsonb(ss) ORDER BY ss.source_id) FROM sync.source_state ss WHERE ss.user_pk = u.user_pk) AS sources,
+        `SELECT (SELECT jsonb_agg(to_jsonb(l) - 'committed_at' ORDER BY l.bundle_seq) FROM sync.bundle_log l WHERE l.user_id = u.user_id) AS log,
+                (SELECT jsonb_agg(to_jsonb(ss) ORDER BY ss.source_id) FROM sync.source_state ss WHERE ss.user_id = u.user_id) AS sources,
                 to_jsonb(u) AS user_state,
                 (SELECT count(*)::int FROM app.lists WHERE _sync_scope_id = u.user_id) AS lists
            FROM sync.user_state u WHERE u.user_id = $1`,

@@ -35,6 +35,16 @@ describe('migrations', () => {
     expect(sqlHash(commented)).toBe(sqlHash(fn.sql));
   });
 
+  it('a function a migration drops and re-creates under the same signature (a changed return type) is recorded as that migration\'s', () => {
+    const v1 = managedFunction(`CREATE OR REPLACE FUNCTION sync.f(p_a text) RETURNS bigint LANGUAGE sql AS $fn$ SELECT 1::bigint $fn$`);
+    const v2 = managedFunction(`CREATE OR REPLACE FUNCTION sync.f(p_a text) RETURNS text LANGUAGE sql AS $fn$ SELECT p_a $fn$`);
+    const base = { minSafeVersion: 1, description: 'a test migration' };
+    const hashes = expectedHashes([{ ...base, version: 1, functions: [v1] }, { ...base, version: 2, dropFunctions: ['sync.f(text)'], functions: [v2] }]);
+    expect(hashes['sync.f(text)']).toEqual({ version: 2, hash: sqlHash(v2.sql) });
+    // Dropped without a re-creation, it is no one's.
+    expect(expectedHashes([{ ...base, version: 1, functions: [v1] }, { ...base, version: 2, dropFunctions: ['sync.f(text)'] }])).toEqual({});
+  });
+
   it('no function is installed twice under two signatures, and every migration has a description', () => {
     for (const m of MIGRATIONS) {
       expect(m.description.length).toBeGreaterThan(10);

@@ -79,7 +79,7 @@ describe('upgrading a database of the first release', () => {
     const result = await bootstrap(s.t.db, { tables: APP_TABLES });
     expect(result).toMatchObject({ layoutFrom: 1, layoutTo: LAYOUT_VERSION, schemaVersion: 1, applied: [] });
     const q = async (text: string) => (await s.t.exec(text)).rows;
-    expect(await q(`SELECT u.user_id, b.bundle_seq, b.source_id, b.source_bundle_id, b.row_count, b.bundle_hash FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) ORDER BY 1, 2`)).toEqual(before.bundles);
+    expect(await q(`SELECT u.user_id, b.bundle_seq, b.source_id, b.source_bundle_id, b.row_count, b.bundle_hash FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) ORDER BY 1, 2`)).toEqual(before.bundles);
     expect(await q(`SELECT _sync_scope_id, id::text, title FROM app.lists ORDER BY 1, 2`)).toEqual(before.rows);
     expect(Number((await q(`SELECT count(*) AS n FROM sync.row_state`))[0]?.n)).toBe(before.rowState);
     expect(await q(`SELECT key FROM sync.meta WHERE key = 'layout_code_hash'`)).toEqual([]);
@@ -135,6 +135,72 @@ describe('upgrading a database of the first release', () => {
     const rows = (await snapshotAll(s.url, adopted)).rows;
     expect(rows.find((r: any) => r.key.id === V1.adoptedList)?.payload).toMatchObject({ title: 'from before bootstrap' });
     expect(rows.find((r: any) => r.key.code === 'k1')?.payload).toMatchObject({ big: '9007199254740993', amount: '12.5000' });
+  });
+});
+
+// Issue 28: layout 18 keys every per-user table by user_id. A database at layout 17 (the first
+// release's, upgraded that far, plus rows of every table layout 17 has) migrates with its data.
+describe('a database at layout 17 upgrades to 18 with its data: every per-user row keyed by its user', () => {
+  const BY_USER_PK = ['scope_state', 'source_state', 'row_state', 'bundle_log', 'bundle_rows', 'push_sessions', 'snapshot_sessions',
+    'snapshot_data', 'user_quota', 'user_outcomes', 'ws_connections'];
+  const CHILDREN: [string, string, string][] = [['push_session_rows', 'push_sessions', 'push_id'], ['snapshot_session_rows', 'snapshot_sessions', 'snapshot_id'],
+    ['snapshot_chunks', 'snapshot_data', 'data_id']];
+
+  it('user_id from user_state (children through their session or data set), counters folded, user_pk and the global sequences gone', async () => {
+    const t = await openV1Db();
+    try {
+      expect(await bootstrap(t.db, { tables: APP_TABLES, targetLayoutVersion: 17 })).toMatchObject({ layoutFrom: 1, layoutTo: 17 });
+      // Rows of the tables layout 17 added or the fixture leaves empty, as layout 17's functions
+      // wrote them (triggers off: this build's trigger bodies are layout 18's).
+      await t.exec(`BEGIN; SET LOCAL session_replication_role = replica;
+        INSERT INTO sync.snapshot_data (data_id, user_pk, snapshot_bundle_seq, render_key, row_count, byte_count, created_at, expires_at)
+          SELECT '0d000000-0000-4000-8000-000000000001', user_pk, latest_bundle_seq, 'r', 2, 10, now(), now() + interval '1 hour' FROM sync.user_state WHERE user_id = 'alice';
+        INSERT INTO sync.snapshot_chunks (data_id, first_ordinal, row_count, wire_bytes, body)
+          VALUES ('0d000000-0000-4000-8000-000000000001', 0, 1, 4, 'a'), ('0d000000-0000-4000-8000-000000000001', 1, 1, 4, 'b');
+        INSERT INTO sync.ws_connections (connection_id, user_pk, source_id, connected_at, expires_at)
+          SELECT 'conn-' || user_id, user_pk, 'dev', now(), now() + interval '1 hour' FROM sync.user_state;
+        INSERT INTO sync.user_outcomes (user_pk, last_conflict_at, last_conflict) SELECT user_pk, now(), '{}' FROM sync.user_state WHERE user_id = 'bob';
+        INSERT INTO sync.counter_deltas (name, delta) VALUES ('bundles_committed', 2);
+        SELECT nextval('sync.counter_push_conflicts'), nextval('sync.counter_push_conflicts'), nextval('sync.counter_history_pruned');
+        COMMIT`);
+      const perUser = async (sql: string): Promise<unknown[]> => (await t.exec(`SELECT user_id, count(*)::int AS n FROM (${sql}) x GROUP BY 1 ORDER BY 1`)).rows;
+      const expected = new Map<string, unknown[]>();
+      for (const table of BY_USER_PK) expected.set(table, await perUser(`SELECT u.user_id FROM sync.${table} r JOIN sync.user_state u USING (user_pk)`));
+      for (const [table, parent, key] of CHILDREN) {
+        expected.set(table, await perUser(`SELECT u.user_id FROM sync.${table} r JOIN sync.${parent} p USING (${key}) JOIN sync.user_state u USING (user_pk)`));
+      }
+      const totals = async (): Promise<Record<string, number>> =>
+        Object.fromEntries((await t.exec(`SELECT name, value::int AS v FROM sync.counter_totals`)).rows.map((r) => [r.name, r.v]));
+      const before = await totals();
+
+      // Bootstrap applies 0018 (and rewrites the catalog's generated SQL), as an operator's upgrade does.
+      expect(await bootstrap(t.db, { tables: APP_TABLES })).toMatchObject({ layoutFrom: 17, layoutTo: 18 });
+      for (const [table, rows] of expected) {
+        expect(rows.length, `${table} has rows to migrate`).toBeGreaterThan(0);
+        expect(await perUser(`SELECT user_id FROM sync.${table}`), table).toEqual(rows);
+      }
+      expect((await t.exec(`SELECT table_name FROM information_schema.columns WHERE table_schema = 'sync' AND column_name = 'user_pk'`)).rows).toEqual([]);
+      expect((await t.exec(`SELECT sequencename FROM pg_sequences WHERE schemaname = 'sync'`)).rows.map((r) => r.sequencename)).toEqual(['counter_rejected_direct_writes']);
+      const after = await totals();
+      expect(after['push_conflicts']).toBe((before['push_conflicts'] ?? 0) + 2);
+      expect(after['history_pruned']).toBe((before['history_pruned'] ?? 0) + 1);
+      expect((await t.exec(`SELECT user_id, name, delta::int FROM sync.counter_deltas`)).rows).toEqual([{ user_id: '', name: 'bundles_committed', delta: 2 }]);
+      // And it serves: a device pulls what was committed before, and commits after.
+      const s = await serveTestDb(t);
+      try {
+        const alice = s.client('alice', 'alice-phone');
+        const [state] = (await t.exec(`SELECT u.retained_floor::int AS floor, u.latest_bundle_seq::int AS latest, s.last_source_bundle_id::int AS sbid
+          FROM sync.user_state u JOIN sync.source_state s USING (user_id) WHERE u.user_id = 'alice' AND s.source_id = 'alice-phone'`)).rows;
+        const pulled = await pullAll(s.url, alice, state.floor);
+        expect(pulled.bundles.map((b) => b.bundle_seq).at(-1)).toBe(state.latest);
+        const next = await pushOk(alice, [list(uuid(), 'after layout 18')], { sourceBundleId: state.sbid + 1 });
+        expect(next.bundle_seq).toBe(state.latest + 1);
+      } finally {
+        await s.close();
+      }
+    } finally {
+      await t.close().catch(() => undefined);
+    }
   });
 });
 

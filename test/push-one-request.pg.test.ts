@@ -24,9 +24,9 @@ describe('a push in one request', () => {
   /** Staging sessions of the user and what they count against the user's caps. */
   async function staged(userId: string): Promise<{ sessions: number; open: number; bytes: number }> {
     const r = await s.t.exec(
-      `SELECT (SELECT count(*)::int FROM sync.push_sessions p WHERE p.user_pk = u.user_pk AND p.status = 'staging') AS sessions,
+      `SELECT (SELECT count(*)::int FROM sync.push_sessions p WHERE p.user_id = u.user_id AND p.status = 'staging') AS sessions,
               coalesce(q.open_push_sessions, 0)::int AS open, coalesce(q.staged_bytes, 0)::int AS bytes
-         FROM sync.user_state u LEFT JOIN sync.user_quota q USING (user_pk) WHERE u.user_id = $1`, [userId]);
+         FROM sync.user_state u LEFT JOIN sync.user_quota q USING (user_id) WHERE u.user_id = $1`, [userId]);
     return r.rows[0] as { sessions: number; open: number; bytes: number };
   }
 

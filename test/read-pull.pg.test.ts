@@ -27,7 +27,7 @@ async function serverLists(db: Db, user: string, n: number, retained = defaultLi
 async function committedLog(s: TestServer, user: string): Promise<any[]> {
   const { rows } = await s.t.exec(`
     SELECT b.bundle_seq::int, b.source_id, b.source_bundle_id::int, b.row_count, b.bundle_hash
-      FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 ORDER BY b.bundle_seq`, [user]);
+      FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 ORDER BY b.bundle_seq`, [user]);
   return rows;
 }
 

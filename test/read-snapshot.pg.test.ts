@@ -227,7 +227,7 @@ describe('snapshot create on an analyzed database', () => {
   it("reads each row's version through row_state's key, even with statistics from before the user's rows were loaded", async () => {
     // Statistics that know other users only; then a bulk load of one user's rows (as a bench seed
     // or an import leaves them): in `npm run bench` the planner then joined that user's row_state
-    // by (user_pk, table_id) alone and filtered it for each row, rows × rows (22 s for 100k).
+    // by (user_id, table_id) alone and filtered it for each row, rows × rows (22 s for 100k).
     for (const user of ['stats-a', 'stats-b']) {
       await initEmpty(s.client(user));
       await serverLists(s.t.db, user, 3000);

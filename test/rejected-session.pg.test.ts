@@ -24,7 +24,7 @@ describe('a rejected push session remembers its answer', () => {
 
   const rejectedCount = async (): Promise<number> => Number((await s.client('x').get('/syncx/status')).body.error_counters.push_rejected);
   const openSessions = async (): Promise<number> =>
-    (await s.t.exec(`SELECT q.open_push_sessions::int AS n FROM sync.user_quota q JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'alice'`)).rows[0].n;
+    (await s.t.exec(`SELECT q.open_push_sessions::int AS n FROM sync.user_quota q JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'alice'`)).rows[0].n;
 
   it('a repeated commit answers the same rejection in one round trip, counted once; the session stops counting', async () => {
     // 200 good rows and one item whose list does not exist: a foreign-key violation at commit.

@@ -106,7 +106,7 @@ async function verifyLog(url: string, users: readonly string[], bundles: number,
     for (const user of users) {
       const log = await client.query(
         `SELECT l.bundle_seq::int AS seq, l.source_id, l.source_bundle_id::int AS sbid, l.bundle_hash
-           FROM sync.bundle_log l JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 ORDER BY l.bundle_seq`,
+           FROM sync.bundle_log l JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 ORDER BY l.bundle_seq`,
         [user],
       );
       expect(log.rows.map((r) => r.seq), user).toEqual(Array.from({ length: bundles }, (_, i) => i + 1));

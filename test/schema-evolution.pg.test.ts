@@ -121,7 +121,7 @@ describe('additive changes while clients are mid-push and mid-hydration', () => 
     expectStatus(pulled, 200);
     const tags = pulled.body.bundles.flatMap((b: any) => b.rows).filter((r: any) => r.table === 'tags');
     expect(tags.map((r: any) => [r.op, r.key.id, r.payload.label]).sort()).toEqual([['INSERT', 't1', 'home'], ['INSERT', 't2', 'work']]);
-    const other = await s.t.exec(`SELECT b.source_id FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'someone-else'`);
+    const other = await s.t.exec(`SELECT b.source_id FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'someone-else'`);
     expect(other.rows).toEqual([{ source_id: 'lockstep:adoption' }]);
   });
 
@@ -129,7 +129,7 @@ describe('additive changes while clients are mid-push and mid-hydration', () => 
     const id = listIds[0] as string;
     // A newer device sets the note…
     const newer = s.client(user, 'evo-newer');
-    const [meta] = (await s.t.exec(`SELECT r.row_version FROM sync.row_state r JOIN sync.user_state u USING (user_pk)
+    const [meta] = (await s.t.exec(`SELECT r.row_version FROM sync.row_state r JOIN sync.user_state u USING (user_id)
       WHERE u.user_id = $1 AND r.key_bytes = decode(replace($2, '-', ''), 'hex')`, [user, id])).rows;
     await pushOk(newer, [list(id, 'list 0', Number(meta.row_version), { position: 0, note: 'from the new app' })], { sourceBundleId: 1 });
     // …the old one pulls it (and the tags bundle) and edits the title without knowing the note.

@@ -290,9 +290,9 @@ describe('json and jsonb travel as their text in protocol 2 (docs/protocol.md §
     // rendered from that, and protocol 1's hash only.
     await s.t.operator(`SELECT pg_advisory_xact_lock(7020140421);
       UPDATE sync.bundle_rows r SET payload = sync.json_payload_form(r.payload, '{jb,js}', 1::smallint), row_text = NULL, wire_bytes = NULL
-        FROM sync.user_state u WHERE u.user_id = 'legacy' AND r.user_pk = u.user_pk AND r.bundle_seq = ${commit.bundle_seq};
+        FROM sync.user_state u WHERE u.user_id = 'legacy' AND r.user_id = u.user_id AND r.bundle_seq = ${commit.bundle_seq};
       UPDATE sync.bundle_log l SET json_form = 1, bundle_hash_v2 = NULL, wire_bytes = NULL
-        FROM sync.user_state u WHERE u.user_id = 'legacy' AND l.user_pk = u.user_pk AND l.bundle_seq = ${commit.bundle_seq}`);
+        FROM sync.user_state u WHERE u.user_id = 'legacy' AND l.user_id = u.user_id AND l.bundle_seq = ${commit.bundle_seq}`);
     const bundles = await pullAll(c);
     expect(bundles[0].rows[0].payload).toMatchObject({ jb: '{"k": [1, 2.5, "s"]}', js: '{"k": [1, 2.5, "s"]}' });
     const one = await pullAll(s.client('legacy'));

@@ -125,7 +125,7 @@ describe.skipIf(!chromiumPath)('worker client in chromium: the sync loop in the 
     // The new source pushes from bundle 1.
     await evaluate((g) => g.client.run("INSERT INTO kinds (code, label) VALUES ('after-rotation', 'new source')"));
     await until('the server has the write from the new source', serverKinds, (rows) => rows.some((r) => r.code === 'after-rotation'));
-    const { rows } = await s.t.exec(`SELECT source_id, source_bundle_id::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 AND source_id = $2`, [USER, after.sourceId]);
+    const { rows } = await s.t.exec(`SELECT source_id, source_bundle_id::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 AND source_id = $2`, [USER, after.sourceId]);
     expect(rows).toEqual([{ source_id: after.sourceId, n: 1 }]);
   });
 

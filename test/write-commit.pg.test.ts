@@ -42,11 +42,11 @@ describe('write path: commit outcomes', () => {
       lists: await q(`SELECT * FROM app.lists WHERE _sync_scope_id = $1 ORDER BY id`),
       items: await q(`SELECT * FROM app.items WHERE _sync_scope_id = $1 ORDER BY id`),
       kinds: await q(`SELECT * FROM app.kinds WHERE _sync_scope_id = $1 ORDER BY code`),
-      rowState: await q(`SELECT r.table_id, r.key_bytes, r.row_version, r.deleted FROM sync.row_state r JOIN sync.user_state u USING (user_pk)
+      rowState: await q(`SELECT r.table_id, r.key_bytes, r.row_version, r.deleted FROM sync.row_state r JOIN sync.user_state u USING (user_id)
                           WHERE u.user_id = $1 ORDER BY 1, 2`),
-      bundles: await q(`SELECT b.bundle_seq, b.source_bundle_id FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 ORDER BY 1`),
+      bundles: await q(`SELECT b.bundle_seq, b.source_bundle_id FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 ORDER BY 1`),
       user: await q(`SELECT latest_bundle_seq FROM sync.user_state WHERE user_id = $1`),
-      sources: await q(`SELECT s.source_id, s.last_source_bundle_id FROM sync.source_state s JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 ORDER BY 1`),
+      sources: await q(`SELECT s.source_id, s.last_source_bundle_id FROM sync.source_state s JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 ORDER BY 1`),
       capture: (await s.t.exec(`SELECT count(*)::int AS n FROM sync.capture_rows`)).rows,
     };
   }
@@ -279,7 +279,7 @@ describe('write path: commit outcomes', () => {
     expect(rows.slice(1).map((r) => [r.table, r.op, r.payload]).every(([t, o, p]) => t === 'items' && o === 'DELETE' && p === null)).toBe(true);
     expect(rows.slice(1).map((r) => r.key['id']).sort()).toEqual([...itemIds].sort());
     expect(bundleHash(rows)).toBe(gone.bundle_hash);
-    const tomb = await s.t.exec(`SELECT count(*)::int AS n FROM sync.row_state r JOIN sync.user_state u USING (user_pk)
+    const tomb = await s.t.exec(`SELECT count(*)::int AS n FROM sync.row_state r JOIN sync.user_state u USING (user_id)
                                   WHERE u.user_id = 'c-cascade' AND r.deleted AND r.row_version = $1`, [gone.bundle_seq]);
     expect(tomb.rows[0].n).toBe(4);
     // Pull sees the same bundle.

@@ -68,7 +68,7 @@ describe('write path: failures, concurrency and round trips', () => {
     const again = await c.post('/sync/push-sessions', { source_bundle_id: 1, planned_row_count: 2, request_hash: hash });
     expect(again.body).toEqual({ ...retry.body, status: 'already_committed' });
     const counts = await s.t.exec(`
-      SELECT (SELECT count(*)::int FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'k-cut') AS bundles,
+      SELECT (SELECT count(*)::int FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'k-cut') AS bundles,
              (SELECT count(*)::int FROM app.items WHERE _sync_scope_id = 'k-cut') AS items`);
     expect(counts.rows[0]).toEqual({ bundles: 1, items: 1 });
   });
@@ -94,7 +94,7 @@ describe('write path: failures, concurrency and round trips', () => {
     const answers = await Promise.all(clients.map((c, i) => pushOk(c, [list(uuid(), `from ${i}`)], { sourceBundleId: 1 })));
     expect(answers.map((a) => a.bundle_seq).sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     expect(new Set(answers.map((a) => a.source_id)).size).toBe(20);
-    const log = await s.t.exec(`SELECT b.bundle_seq::int AS seq FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = $1 ORDER BY 1`, [user]);
+    const log = await s.t.exec(`SELECT b.bundle_seq::int AS seq FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = $1 ORDER BY 1`, [user]);
     expect(log.rows.map((r) => r.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     const pulled = await clients[0]!.get('/sync/pull?after_bundle_seq=0');
     expect(pulled.body.bundles.map((b: any) => b.bundle_seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));

@@ -54,7 +54,7 @@ describe('write path: connect lifecycle and scope failures', () => {
 
     // The holder reconnecting with pending rows keeps its id and gets a renewed lease.
     await s.t.operator(`UPDATE sync.scope_state SET lease_expires_at = now() + interval '100 seconds'
-                     WHERE user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = $1)`, [user]);
+                     WHERE user_id = (SELECT user_id FROM sync.user_state WHERE user_id = $1)`, [user]);
     const renewed = await a.post('/sync/connect', { has_local_pending_rows: true });
     expectStatus(renewed, 200);
     expect(renewed.body.resolution).toBe('initialize_local');
@@ -100,7 +100,7 @@ describe('write path: connect lifecycle and scope failures', () => {
     const listId = uuid();
     expectStatus(await a.post(`/sync/push-sessions/${create.body.push_id}/chunks`, { start_row_ordinal: 0, rows: [list(listId, 'late')] }), 200);
     await s.t.operator(`UPDATE sync.scope_state SET lease_expires_at = now() - interval '1 second'
-                     WHERE user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = $1)`, [user]);
+                     WHERE user_id = (SELECT user_id FROM sync.user_state WHERE user_id = $1)`, [user]);
     const late = await a.post(`/sync/push-sessions/${create.body.push_id}/commit`);
     expectStatus(late, 410, 'initialization_expired');
     expect((await s.t.exec(`SELECT count(*)::int AS n FROM app.lists WHERE id = $1`, [listId])).rows[0].n).toBe(0);

@@ -175,7 +175,7 @@ describe('write path: push sessions', () => {
     expectStatus(x!, 200);
     expectStatus(y!, 200);
     expect(x!.body).toEqual(y!.body);
-    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id = 'p-double'`)).rows[0].n).toBe(1);
+    expect((await s.t.exec(`SELECT count(*)::int AS n FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id = 'p-double'`)).rows[0].n).toBe(1);
   });
 
   it('push_session_not_found for unknown and for another user\'s session; delete answers 204', async () => {
@@ -232,8 +232,8 @@ describe('write path: push sessions', () => {
     expectStatus(converged, 200);
     expect(converged.body).toEqual(done3);
     // A bundle at or below the last committed one whose record was pruned: source_sequence_changed.
-    await s.t.operator(`DELETE FROM sync.bundle_rows WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
-    await s.t.operator(`DELETE FROM sync.bundle_log WHERE bundle_seq = 1 AND user_pk = (SELECT user_pk FROM sync.user_state WHERE user_id = 'p-seq')`);
+    await s.t.operator(`DELETE FROM sync.bundle_rows WHERE bundle_seq = 1 AND user_id = (SELECT user_id FROM sync.user_state WHERE user_id = 'p-seq')`);
+    await s.t.operator(`DELETE FROM sync.bundle_log WHERE bundle_seq = 1 AND user_id = (SELECT user_id FROM sync.user_state WHERE user_id = 'p-seq')`);
     const changed = await create(c, { source_bundle_id: 1, planned_row_count: 1 });
     expectStatus(changed, 409, 'source_sequence_changed');
     expect(changed.body.last_source_bundle_id).toBe(3);

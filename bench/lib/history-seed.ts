@@ -13,7 +13,6 @@ import { type BenchServer } from './server.js';
 
 export interface Template {
   readonly userId: string;
-  readonly userPk: number;
   readonly bundles: number;
   readonly rowsPerBundle: number;
 }
@@ -28,8 +27,7 @@ export async function seedTemplate(server: BenchServer, userId: string, bundles:
                g, false, now() FROM generate_series(1, ${rowsPerBundle}::integer) g`),
     );
   }
-  const r = await server.admin.query<{ user_pk: string }>('SELECT user_pk FROM sync.user_state WHERE user_id = $1', [userId]);
-  return { userId, userPk: Number(r.rows[0]?.user_pk), bundles, rowsPerBundle };
+  return { userId, bundles, rowsPerBundle };
 }
 
 /**
@@ -45,25 +43,25 @@ export async function cloneTemplate(admin: pg.Pool, t: Template, prefix: string,
     await client.query("SET LOCAL session_replication_role = 'replica'; SET LOCAL statement_timeout = 0");
     await client.query(
       `CREATE TEMP TABLE seed_map ON COMMIT DROP AS
-         SELECT nextval('sync.user_pk_seq') AS user_pk, $1 || g AS user_id FROM generate_series($2::integer, $3::integer - 1) g`,
+         SELECT $1 || g AS user_id FROM generate_series($2::integer, $3::integer - 1) g`,
       [prefix, from, to],
     );
     const steps = [
-      `INSERT INTO sync.user_state (user_pk, user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
-       SELECT m.user_pk, m.user_id, s.latest_bundle_seq, s.retained_floor, s.pruned_through, now() FROM seed_map m, sync.user_state s WHERE s.user_pk = $1`,
-      `INSERT INTO sync.scope_state (user_pk, status, initialization_id, lease_source_id, lease_expires_at, updated_at)
-       SELECT m.user_pk, s.status, s.initialization_id, s.lease_source_id, s.lease_expires_at, now() FROM seed_map m, sync.scope_state s WHERE s.user_pk = $1`,
-      `INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, replaced_by_source_id, created_at)
-       SELECT m.user_pk, s.source_id, s.status, s.last_source_bundle_id, s.replaced_by_source_id, now() FROM seed_map m, sync.source_state s WHERE s.user_pk = $1`,
-      `INSERT INTO sync.row_state (user_pk, table_id, key_bytes, row_version, deleted)
-       SELECT m.user_pk, r.table_id, r.key_bytes, r.row_version, r.deleted FROM seed_map m, sync.row_state r WHERE r.user_pk = $1`,
-      `INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, request_hash, committed_at)
-       SELECT m.user_pk, b.bundle_seq, b.source_id, b.source_bundle_id, b.row_count, b.byte_count, b.bundle_hash, b.request_hash, b.committed_at
-         FROM seed_map m, sync.bundle_log b WHERE b.user_pk = $1`,
-      `INSERT INTO sync.bundle_rows (user_pk, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload)
-       SELECT m.user_pk, r.bundle_seq, r.row_ordinal, r.table_id, r.key_bytes, r.op_code, r.payload FROM seed_map m, sync.bundle_rows r WHERE r.user_pk = $1`,
+      `INSERT INTO sync.user_state (user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
+       SELECT m.user_id, s.latest_bundle_seq, s.retained_floor, s.pruned_through, now() FROM seed_map m, sync.user_state s WHERE s.user_id = $1`,
+      `INSERT INTO sync.scope_state (user_id, status, initialization_id, lease_source_id, lease_expires_at, updated_at)
+       SELECT m.user_id, s.status, s.initialization_id, s.lease_source_id, s.lease_expires_at, now() FROM seed_map m, sync.scope_state s WHERE s.user_id = $1`,
+      `INSERT INTO sync.source_state (user_id, source_id, status, last_source_bundle_id, replaced_by_source_id, created_at)
+       SELECT m.user_id, s.source_id, s.status, s.last_source_bundle_id, s.replaced_by_source_id, now() FROM seed_map m, sync.source_state s WHERE s.user_id = $1`,
+      `INSERT INTO sync.row_state (user_id, table_id, key_bytes, row_version, deleted)
+       SELECT m.user_id, r.table_id, r.key_bytes, r.row_version, r.deleted FROM seed_map m, sync.row_state r WHERE r.user_id = $1`,
+      `INSERT INTO sync.bundle_log (user_id, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, request_hash, committed_at)
+       SELECT m.user_id, b.bundle_seq, b.source_id, b.source_bundle_id, b.row_count, b.byte_count, b.bundle_hash, b.request_hash, b.committed_at
+         FROM seed_map m, sync.bundle_log b WHERE b.user_id = $1`,
+      `INSERT INTO sync.bundle_rows (user_id, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload)
+       SELECT m.user_id, r.bundle_seq, r.row_ordinal, r.table_id, r.key_bytes, r.op_code, r.payload FROM seed_map m, sync.bundle_rows r WHERE r.user_id = $1`,
     ];
-    for (const text of steps) await client.query(text, [t.userPk]);
+    for (const text of steps) await client.query(text, [t.userId]);
     await client.query(
       `INSERT INTO bench.notes (id, _sync_scope_id, title, body, position, done, updated_at)
        SELECT n.id, m.user_id, n.title, n.body, n.position, n.done, n.updated_at FROM seed_map m, bench.notes n WHERE n._sync_scope_id = $1`,
@@ -82,8 +80,8 @@ export async function cloneTemplate(admin: pg.Pool, t: Template, prefix: string,
 export async function countOthers(admin: pg.Pool, prefix: string): Promise<{ users: number; bundles: number; bundleRows: number; notes: number }> {
   const r = await admin.query<{ users: string; bundles: string; bundle_rows: string; notes: string }>(
     `SELECT (SELECT count(*) FROM sync.user_state WHERE user_id LIKE $1 || '%') AS users,
-            (SELECT count(*) FROM sync.bundle_log b JOIN sync.user_state u USING (user_pk) WHERE u.user_id LIKE $1 || '%') AS bundles,
-            (SELECT count(*) FROM sync.bundle_rows b JOIN sync.user_state u USING (user_pk) WHERE u.user_id LIKE $1 || '%') AS bundle_rows,
+            (SELECT count(*) FROM sync.bundle_log b JOIN sync.user_state u USING (user_id) WHERE u.user_id LIKE $1 || '%') AS bundles,
+            (SELECT count(*) FROM sync.bundle_rows b JOIN sync.user_state u USING (user_id) WHERE u.user_id LIKE $1 || '%') AS bundle_rows,
             (SELECT count(*) FROM bench.notes WHERE _sync_scope_id LIKE $1 || '%') AS notes`,
     [prefix],
   );

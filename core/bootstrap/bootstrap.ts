@@ -264,27 +264,27 @@ async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], ret
 async function adoptFresh(tx: Queryable, infos: readonly TableInfo[], catalog: readonly CatalogEntry[]): Promise<number> {
   const source = adoptionSourceSql(infos, catalog);
   await tx.query(sql`
-    INSERT INTO sync.user_state (user_pk, user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
-    SELECT nextval('sync.user_pk_seq'), s.scope, 1, 1, 1, now() FROM (SELECT DISTINCT scope FROM (${raw(source)}) a) s ORDER BY s.scope`);
+    INSERT INTO sync.user_state (user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
+    SELECT s.scope, 1, 1, 1, now() FROM (SELECT DISTINCT scope FROM (${raw(source)}) a) s ORDER BY s.scope`);
   await tx.query(sql`
-    INSERT INTO sync.scope_state (user_pk, status, updated_at) SELECT user_pk, 'initialized', now() FROM sync.user_state`);
-  const rows = await tx.query<{ n: string }>(sql`
+    INSERT INTO sync.scope_state (user_id, status, updated_at) SELECT user_id, 'initialized', now() FROM sync.user_state`);
+  const rows = await tx.query<{ user_id: string; n: string }>(sql`
     WITH src AS (SELECT * FROM (${raw(source)}) a),
     numbered AS (
       SELECT src.*, (row_number() OVER (PARTITION BY scope ORDER BY apply_order, table_id, key_bytes))::int - 1 AS ordinal FROM src),
     rs AS (
-      INSERT INTO sync.row_state (user_pk, table_id, key_bytes, row_version, deleted)
-      SELECT u.user_pk, n.table_id, n.key_bytes, 1, false FROM numbered n JOIN sync.user_state u ON u.user_id = n.scope
+      INSERT INTO sync.row_state (user_id, table_id, key_bytes, row_version, deleted)
+      SELECT n.scope, n.table_id, n.key_bytes, 1, false FROM numbered n
       RETURNING 1)
-    INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, request_hash, committed_at)
-    SELECT u.user_pk, 1, 'lockstep:adoption', 1, count(*), sum(sync.row_bytes(n.payload, n.key_bytes)),
+    INSERT INTO sync.bundle_log (user_id, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash, request_hash, committed_at)
+    SELECT n.scope, 1, 'lockstep:adoption', 1, count(*), sum(sync.row_bytes(n.payload, n.key_bytes)),
       encode(sha256(convert_to('[' || string_agg(n.canon_head || n.ordinal || n.canon_tail,
         ',' ORDER BY n.ordinal) || ']', 'UTF8')), 'hex'), NULL, now()
-    FROM numbered n JOIN sync.user_state u ON u.user_id = n.scope
-    GROUP BY u.user_pk
-    RETURNING row_count::text AS n`);
-  // Each user's adoption bundle is a committed bundle (status: bundles_committed).
-  if (rows.length > 0) await tx.query(sql`SELECT sync.count('bundles_committed', ${rows.length})`);
+    FROM numbered n
+    GROUP BY n.scope
+    RETURNING user_id, row_count::text AS n`);
+  // Each user's adoption bundle is a committed bundle (status: bundles_committed), in that user's ledger.
+  if (rows.length > 0) await tx.query(sql`SELECT sync.count(u, 'bundles_committed', 1) FROM unnest(${rows.map((r) => r.user_id)}::text[]) u`);
   return rows.reduce((sum, r) => sum + Number(r.n), 0);
 }
 
@@ -300,13 +300,19 @@ async function adoptNewTables(tx: Queryable, entries: readonly CatalogEntry[], r
   let adopted = 0;
   for (const { scope } of scopes) {
     await tx.query(sql`SELECT sync.server_bundle_begin(${scope}, 'lockstep:adoption')`);
+    // Numbered in capture order: each table's rows after the previous table's.
+    let captured = 0;
     for (const e of entries) {
-      await tx.query(sql`
-        INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)
-        SELECT nextval('sync.capture_seq'), txid_current(), s.table_id, s.key_bytes, false, s.payload_text::jsonb
-          FROM (${raw(e.snapshotSql.replaceAll('$1', quoteLiteral(scope)))}) s ORDER BY s.key_bytes`);
+      const [inserted] = await tx.query<{ n: string }>(sql`
+        WITH ins AS (
+          INSERT INTO sync.capture_rows (user_id, capture_id, xact, table_id, key_bytes, deleted, payload)
+          SELECT ${scope}, ${captured} + row_number() OVER (ORDER BY s.key_bytes), txid_current(), s.table_id, s.key_bytes, false, s.payload_text::jsonb
+            FROM (${raw(e.snapshotSql.replaceAll('$1', quoteLiteral(scope)))}) s
+          RETURNING 1)
+        SELECT count(*)::text AS n FROM ins`);
+      captured += Number(inserted?.n ?? 0);
     }
-    const [row] = await tx.query<{ answer: { row_count: number } | null }>(sql`SELECT sync.server_bundle_finish(${retained}) AS answer`);
+    const [row] = await tx.query<{ answer: { row_count: number } | null }>(sql`SELECT sync.server_bundle_finish(${scope}, ${retained}) AS answer`);
     adopted += row?.answer?.row_count ?? 0;
   }
   return adopted;

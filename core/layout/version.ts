@@ -17,10 +17,10 @@
  */
 
 /** The newest migration this build ships. */
-export const LAYOUT_VERSION = 17;
+export const LAYOUT_VERSION = 18;
 
 /** The oldest layout whose managed functions this build's requests can call. */
-export const MIN_SERVED_LAYOUT = 8;
+export const MIN_SERVED_LAYOUT = 18;
 
 /** Why a database cannot be served (health and 503 bodies carry it as `reason`). */
 export type LayoutUnavailableReason = 'layout_upgrade_required' | 'layout_drift';

@@ -2,7 +2,7 @@
  * Bootstrap's Citus step: when the database has the `citus` extension, distribute the layout as
  * ./distribution.ts plans it (co-located per-user tables, reference catalogs, delegated request
  * functions), in one transaction under the bootstrap lock, or refuse with every blocker when the
- * layout is not ready; without the extension, nothing (one catalog read). Tables Citus already
+ * layout is not ready (its own, and the open runtime items, CITUS_OPEN_ITEMS); without the extension, nothing (one catalog read). Tables Citus already
  * distributes are left as they are, so a second bootstrap changes nothing.
  *
  * It has never run on Citus: this machine kind has no Citus package for PostgreSQL 16/17. What is
@@ -11,7 +11,7 @@
 import { sql, raw, type Db } from '../db/index.js';
 import { CitusLayoutNotReadyError } from '../errors.js';
 import { BOOTSTRAP_LOCK_KEY } from '../bootstrap/lock.js';
-import { citusPlan } from './distribution.js';
+import { CITUS_OPEN_ITEMS, citusPlan } from './distribution.js';
 import { readLayoutFacts } from './layout-facts.js';
 
 export type CitusOutcome = 'absent' | 'distributed';
@@ -28,7 +28,9 @@ export async function distributeOnCitus(db: Db): Promise<CitusOutcome> {
   await db.runTx(async (tx) => {
     await tx.query(sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY})`);
     const plan = citusPlan(await readLayoutFacts(tx));
-    if (plan.blockers.length > 0) throw new CitusLayoutNotReadyError(plan.blockers);
+    // The layout's own blockers, and the runtime rules not ready yet (never half a layout).
+    const blockers = [...plan.blockers, ...CITUS_OPEN_ITEMS];
+    if (blockers.length > 0) throw new CitusLayoutNotReadyError(blockers);
     const done = new Set((await tx.query<{ name: string }>(sql`SELECT logicalrelid::regclass::text AS name FROM pg_dist_partition`)).map((r) => r.name));
     for (const statement of plan.statements) {
       if (statement.table !== undefined && done.has(statement.table)) continue;

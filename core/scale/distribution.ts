@@ -88,7 +88,7 @@ export const REQUEST_PATH_FUNCTIONS: readonly DelegatedFunction[] = [
   {
     name: 'sync.ws_disconnect',
     scopeArgument: 'p_user',
-    note: 'WebSocket $disconnect and 410 Gone: takes connection ids only; needs the user (API Gateway passes the $connect authorizer context to $disconnect, and the notifier knows whose sockets it sends to)',
+    note: 'WebSocket $disconnect (after a lookup of the connection\'s user by its id) and 410 Gone (the notifier knows whose sockets it posted to)',
   },
   { name: 'sync.note_outcome', scopeArgument: 'p_user_id', note: 'after a conflict or a rejection' },
   { name: 'sync.user_status', scopeArgument: 'p_user_id', note: 'GET /syncx/users/{user_id}/status (operator, one user)' },
@@ -99,12 +99,36 @@ export const REQUEST_PATH_FUNCTIONS: readonly DelegatedFunction[] = [
     name: 'sync.server_bundle_finish',
     scopeArgument: 'p_user',
     inTransaction: true,
-    note: 'server write API: finds its bundle by txid_current(); needs the user as its first argument to be delegated to the worker that holds the bundle context',
+    note: 'server write API: finds its bundle by (p_user, txid_current()), on the worker that holds the bundle context',
   },
   {
     name: 'sync.count',
     scopeArgument: 'p_user',
-    note: 'the edge counts commit_outcome_unknown and counts kept while the database was unreachable into a global ledger; needs a user (a per-user ledger row) or to leave the request path',
+    note: 'the edge counts commit_outcome_unknown into the user\'s ledger, and counts kept while the database was unreachable into the ledger of the empty user id',
+  },
+];
+
+/**
+ * What keeps the layout from running on Citus although its tables and request functions are ready
+ * (no blocker of citusPlan): runtime rules the catalog cannot show, each a finding the readiness
+ * suite still records (test/scale-readiness.pg.test.ts, GLOBAL_EFFECT_FINDINGS). Bootstrap on
+ * Citus refuses while any is open (./citus.ts); remove one with the change that clears it.
+ */
+export const CITUS_OPEN_ITEMS: readonly Blocker[] = [
+  {
+    id: 'sync.guard_managed:citus-writers',
+    message: 'the sync tables\' guard admits a managed function on the call stack or the bootstrap lock of this backend (a pg_locks lookup); ' +
+      'on a worker, the coordinator\'s writes into shards (create_distributed_table\'s copy, maintenance\'s multi-shard statements) carry neither: ' +
+      'it needs a rule for Citus\'s own connections (a role only they use), never a string a caller can set',
+  },
+  {
+    id: 'sync.notify_commit:per-worker',
+    message: 'a commit NOTIFYs on the worker that runs it, and the commit feed LISTENs on one connection: it must listen on every worker, or the commit signal move off LISTEN/NOTIFY',
+  },
+  {
+    id: 'sync.guard:refusal-counter',
+    message: 'the guards count refused direct writes in the sequence sync.counter_rejected_direct_writes (the refusal rolls back, so no ledger row can count it); ' +
+      'a sequence is one node\'s: it must exist on every worker, or the count move out of the database',
   },
 ];
 

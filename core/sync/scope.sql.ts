@@ -4,25 +4,21 @@
  */
 import { managedFunction } from '../layout/managed-sql.js';
 
+/** The user's id, its state rows created on first sight (no sequence: the id is the key). */
 export const ensureUserSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.ensure_user(p_user text) RETURNS bigint LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_pk bigint;
+CREATE OR REPLACE FUNCTION sync.ensure_user(p_user text) RETURNS text LANGUAGE plpgsql AS $fn$
 BEGIN
-  SELECT user_pk INTO v_pk FROM sync.user_state WHERE user_id = p_user;
+  PERFORM 1 FROM sync.user_state WHERE user_id = p_user;
   IF FOUND THEN
-    RETURN v_pk;
+    RETURN p_user;
   END IF;
-  INSERT INTO sync.user_state (user_pk, user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
-  VALUES (nextval('sync.user_pk_seq'), p_user, 0, 0, 0, now())
-  ON CONFLICT (user_id) DO NOTHING
-  RETURNING user_pk INTO v_pk;
-  IF v_pk IS NULL THEN
-    SELECT user_pk INTO STRICT v_pk FROM sync.user_state WHERE user_id = p_user;
-  ELSE
-    INSERT INTO sync.scope_state (user_pk, status, updated_at) VALUES (v_pk, 'uninitialized', now());
+  INSERT INTO sync.user_state (user_id, latest_bundle_seq, retained_floor, pruned_through, created_at)
+  VALUES (p_user, 0, 0, 0, now())
+  ON CONFLICT (user_id) DO NOTHING;
+  IF FOUND THEN
+    INSERT INTO sync.scope_state (user_id, status, updated_at) VALUES (p_user, 'uninitialized', now());
   END IF;
-  RETURN v_pk;
+  RETURN p_user;
 END
 $fn$
 `);
@@ -36,22 +32,22 @@ $fn$
  * maintenance can retire sources idle for long (sync.retire_idle_sources).
  */
 export const checkSourceSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.check_source(p_user_pk bigint, p_source text, p_register boolean) RETURNS jsonb
+CREATE OR REPLACE FUNCTION sync.check_source(p_user text, p_source text, p_register boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_src sync.source_state;
   v_max integer := coalesce(nullif(current_setting('lockstep.max_sources_per_user', true), '')::integer, 64);
 BEGIN
-  SELECT * INTO v_src FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_source;
+  SELECT * INTO v_src FROM sync.source_state WHERE user_id = p_user AND source_id = p_source;
   IF NOT FOUND THEN
     IF p_register THEN
       -- An index range of this user's rows, bounded by the cap itself.
-      IF (SELECT count(*) FROM (SELECT 1 FROM sync.source_state WHERE user_pk = p_user_pk AND status <> 'retired' LIMIT v_max) s) >= v_max THEN
+      IF (SELECT count(*) FROM (SELECT 1 FROM sync.source_state WHERE user_id = p_user AND status <> 'retired' LIMIT v_max) s) >= v_max THEN
         RETURN sync.err('rate_limited', format('this user already has %s sources (devices); one idle for long is retired by maintenance', v_max),
           jsonb_build_object('limit', 'max_sources_per_user', 'retry_after_seconds', 3600));
       END IF;
-      INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, created_at, last_active_at)
-      VALUES (p_user_pk, p_source, 'active', 0, now(), now()) ON CONFLICT DO NOTHING;
+      INSERT INTO sync.source_state (user_id, source_id, status, last_source_bundle_id, created_at, last_active_at)
+      VALUES (p_user, p_source, 'active', 0, now(), now()) ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
   END IF;
@@ -61,7 +57,7 @@ BEGIN
       jsonb_build_object('source_id', p_source, 'replaced_by_source_id', v_src.replaced_by_source_id));
   END IF;
   IF p_register AND coalesce(v_src.last_active_at, v_src.created_at) < now() - interval '1 day' THEN
-    UPDATE sync.source_state SET last_active_at = now() WHERE user_pk = p_user_pk AND source_id = p_source;
+    UPDATE sync.source_state SET last_active_at = now() WHERE user_id = p_user AND source_id = p_source;
   END IF;
   RETURN NULL;
 END
@@ -69,12 +65,12 @@ $fn$
 `);
 
 export const checkPushScopeSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.check_push_scope(p_user_pk bigint, p_source text, p_init uuid) RETURNS jsonb
+CREATE OR REPLACE FUNCTION sync.check_push_scope(p_user text, p_source text, p_init uuid) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_sc sync.scope_state;
 BEGIN
-  SELECT * INTO STRICT v_sc FROM sync.scope_state WHERE user_pk = p_user_pk;
+  SELECT * INTO STRICT v_sc FROM sync.scope_state WHERE user_id = p_user;
   IF v_sc.status = 'initialized' THEN
     IF p_init IS NOT NULL AND p_init IS DISTINCT FROM v_sc.initialization_id THEN
       RETURN sync.err('initialization_stale', 'the initialization_id is not the one that initialized this scope; connect again');
@@ -102,11 +98,11 @@ $fn$
 `);
 
 export const checkReadScopeSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.check_read_scope(p_user_pk bigint) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION sync.check_read_scope(p_user text) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
   v_sc sync.scope_state;
 BEGIN
-  SELECT * INTO v_sc FROM sync.scope_state WHERE user_pk = p_user_pk;
+  SELECT * INTO v_sc FROM sync.scope_state WHERE user_id = p_user;
   IF v_sc.status = 'initialized' THEN
     RETURN NULL;
   ELSIF v_sc.status = 'initializing' AND v_sc.lease_expires_at > now() THEN

@@ -70,7 +70,7 @@ export function managementApiNotifier(options: ManagementApiOptions): CommitNoti
       const signal = AbortSignal.timeout(options.timeoutMs);
       const statuses = await Promise.all(targets.connectionIds.map((id) => post(id, body, signal).catch(() => 0)));
       const gone = targets.connectionIds.filter((_, i) => statuses[i] === 410);
-      if (gone.length) await dropConnections(db, gone);
+      if (gone.length) await dropConnections(db, userId, gone);
       const byStatus: Record<string, number> = {};
       for (const s of statuses) byStatus[String(s)] = (byStatus[String(s)] ?? 0) + 1;
       options.onOutcome?.({

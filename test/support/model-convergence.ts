@@ -407,8 +407,8 @@ async function checkScenario(server: TestServer, input: CheckInput): Promise<num
   for (const u of [user, other]) {
     const log = await server.t.exec(
       `SELECT b.bundle_seq::int AS seq, b.source_id, b.source_bundle_id::int AS sbid, b.row_count,
-              (SELECT count(*)::int FROM sync.bundle_rows r WHERE r.user_pk = b.user_pk AND r.bundle_seq = b.bundle_seq) AS rows
-         FROM sync.bundle_log b JOIN sync.user_state s USING (user_pk) WHERE s.user_id = $1 ORDER BY b.bundle_seq`,
+              (SELECT count(*)::int FROM sync.bundle_rows r WHERE r.user_id = b.user_id AND r.bundle_seq = b.bundle_seq) AS rows
+         FROM sync.bundle_log b JOIN sync.user_state s USING (user_id) WHERE s.user_id = $1 ORDER BY b.bundle_seq`,
       [u]);
     const rows = log.rows as { seq: number; source_id: string; sbid: number; row_count: number; rows: number }[];
     // Gapless, complete bundles.

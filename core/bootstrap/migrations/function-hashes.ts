@@ -23,7 +23,8 @@ export function lastInstalls(migrations: readonly Migration[]): Map<string, { ve
   for (const m of migrations) for (const fn of m.functions ?? []) out.set(fn.signature, { version: m.version, fn });
   for (const m of migrations) for (const dropped of m.dropFunctions ?? []) {
     const last = out.get(dropped);
-    if (last && last.version <= m.version) out.delete(dropped);
+    // A migration drops before it creates (migrate.ts): its own re-creation of a dropped signature stays.
+    if (last && (last.version < m.version || !(m.functions ?? []).some((f) => f.signature === dropped))) out.delete(dropped);
   }
   return out;
 }

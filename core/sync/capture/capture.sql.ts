@@ -27,7 +27,9 @@ BEGIN
       TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, current_user
       USING ERRCODE = '42501', HINT = 'Write through a push session or the server write API, as the role that owns the sync schema.';
   END IF;
-  IF NOT EXISTS (SELECT 1 FROM sync.bundle_context WHERE xact = txid_current()) THEN
+  -- The bundle's user is named by the setting its opener made (lockstep.bundle_user): only a
+  -- locator, since the bundle context row it must find is what only the managed functions write.
+  IF NOT EXISTS (SELECT 1 FROM sync.bundle_context WHERE user_id = current_setting('lockstep.bundle_user', true) AND xact = txid_current()) THEN
     PERFORM nextval('sync.counter_rejected_direct_writes');
     RAISE EXCEPTION 'lockstep: direct % on registered table %.% is rejected outside a sync bundle', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
       USING ERRCODE = '42501', HINT = 'Write through a push session or the server write API.';
@@ -79,7 +81,7 @@ $fn$
 export const checkBundleFinishedSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.check_bundle_finished() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-  IF EXISTS (SELECT 1 FROM sync.bundle_context WHERE xact = NEW.xact) THEN
+  IF EXISTS (SELECT 1 FROM sync.bundle_context WHERE user_id = NEW.user_id AND xact = NEW.xact) THEN
     RAISE EXCEPTION 'lockstep: a server bundle opened in this transaction (sync.server_bundle_begin) was never finished (sync.server_bundle_finish); nothing is committed'
       USING ERRCODE = '55000',
         HINT = 'Call sync.server_bundle_finish before COMMIT; inside a server write, make constraints IMMEDIATE by name, not with SET CONSTRAINTS ALL.';
@@ -168,8 +170,11 @@ DECLARE
   v_scope text;
   v_cat sync.table_catalog;
   v_bad boolean;
+  v_captured bigint;
 BEGIN
-  SELECT scope INTO v_scope FROM sync.bundle_context WHERE xact = txid_current();
+  -- Found by (user, transaction), as its opener named the user (lockstep.bundle_user).
+  SELECT user_id INTO v_scope FROM sync.bundle_context
+   WHERE user_id = current_setting('lockstep.bundle_user', true) AND xact = txid_current();
   IF v_scope IS NULL THEN
     RAISE EXCEPTION 'lockstep: capture without bundle context on %.%', TG_TABLE_SCHEMA, TG_TABLE_NAME USING ERRCODE = '42501';
   END IF;
@@ -201,10 +206,13 @@ BEGIN
           HINT = 'Delete the row and insert one with the new key instead.';
     END IF;
   END IF;
+  -- Captured rows are numbered after this bundle's last one (the end of its index range), in
+  -- place of a global sequence.
+  SELECT coalesce(max(capture_id), 0) INTO v_captured FROM sync.capture_rows WHERE user_id = v_scope AND xact = txid_current();
   IF TG_OP IN ('INSERT', 'UPDATE') THEN
-    EXECUTE v_cat.capture_new_sql;
+    EXECUTE v_cat.capture_new_sql USING v_scope, v_captured;
   ELSE
-    EXECUTE v_cat.capture_old_sql;
+    EXECUTE v_cat.capture_old_sql USING v_scope, v_captured;
   END IF;
   RETURN NULL;
 END

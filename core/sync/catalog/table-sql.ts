@@ -234,7 +234,7 @@ function upsertValueExpr(column: ColumnInfo): string {
 }
 
 /** The json form of a staged push session's rows: the form its client sent (sync.push_create). */
-const SESSION_FORM = '(SELECT s.json_form FROM sync.push_sessions s WHERE s.push_id = $1)';
+const SESSION_FORM = '(SELECT s.json_form FROM sync.push_sessions s WHERE s.user_id = $2 AND s.push_id = $1)';
 
 /** Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years) rewritten first. */
 function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
@@ -369,7 +369,7 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
     const rel = `${q(info.schema)}.${q(info.table)}`;
     const key = q(keyColumn);
     const scope = q(SCOPE_COLUMN);
-    const captureInto = 'INSERT INTO sync.capture_rows (capture_id, xact, table_id, key_bytes, deleted, payload)';
+    const captureInto = 'INSERT INTO sync.capture_rows (user_id, capture_id, xact, table_id, key_bytes, deleted, payload)';
     const overriding = writable.some((c) => c.identityAlways) ? ' OVERRIDING SYSTEM VALUE' : '';
     // Every attribute in order: DEFAULT expressions for new rows (evaluated only when the key is new).
     const defaultsRow = defaultsRowExpr(rel, info.columns);
@@ -390,13 +390,13 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       applyOrder: orders.get(info) ?? tableId,
       columns: visible.map((c) => ({ name: c.name, type: c.type, nullable: !c.notNull })),
       captureNewSql:
-        `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `n.${key}`)}, false, ` +
+        `${captureInto} SELECT $1, $2 + row_number() OVER (), txid_current(), ${tableId}, ${keyBytesExpr(kind, `n.${key}`)}, false, ` +
         `${payloadExpr('n', visible)} FROM lockstep_new n`,
       captureOldSql:
-        `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
+        `${captureInto} SELECT $1, $2 + row_number() OVER (), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
         `FROM lockstep_old o`,
       captureKeychangeSql:
-        `${captureInto} SELECT nextval('sync.capture_seq'), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
+        `${captureInto} SELECT $1, $2 + row_number() OVER (), txid_current(), ${tableId}, ${keyBytesExpr(kind, `o.${key}`)}, true, NULL ` +
         `FROM lockstep_old o WHERE NOT EXISTS (SELECT 1 FROM lockstep_new n WHERE n.${key} = o.${key} AND n.${scope} = o.${scope})`,
       // Missing payload columns keep the existing row's values, or take the column defaults on a
       // new row (jsonb_populate_record's base row). The pre-image is one probe of the (scope, key)
@@ -408,13 +408,13 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
         `SELECT jsonb_populate_record(coalesce(pre.e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r, p.payload AS pl ` +
         `FROM sync.push_session_rows p LEFT JOIN LATERAL (SELECT e FROM ${rel} e WHERE e.${scope} = $2 ` +
         `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} OFFSET 0) pre ON true ` +
-        `WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
+        `WHERE p.user_id = $2 AND p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
         `ON CONFLICT (${scope}, ${key}) DO UPDATE SET ${setList.join(', ')}`,
       // The keys in the column's own type, probed through the (scope, key) index: a join here
       // could become a scan of the user's rows once statistics exist.
       deleteSql:
         `DELETE FROM ${rel} t WHERE t.${scope} = $2 AND t.${key} = ANY (ARRAY(SELECT ${keyFromBytesExpr(kind, 'p.key_bytes')} ` +
-        `FROM sync.push_session_rows p WHERE p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code = 3))`,
+        `FROM sync.push_session_rows p WHERE p.user_id = $2 AND p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code = 3))`,
       snapshotSql: snapshotSql(2),
       snapshotV1Sql: jsonColumns.length ? snapshotSql(1) : null,
       jsonColumns: jsonColumns.length ? jsonColumns : null,
@@ -426,7 +426,7 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
         const v2 = canonicalCommittedRowParts(info, keyColumn, kind, visible, alias, 2);
         return `SELECT b.row_ordinal AS o, ${v1.head} || b.row_ordinal || ${v1.tail} AS t, ` +
           `${jsonColumns.length ? `${v2.head} || b.row_ordinal || ${v2.tail}` : 'NULL::text'} AS t2 FROM sync.bundle_rows b ` +
-          `WHERE b.user_pk = $1 AND b.bundle_seq = $2 AND b.table_id = ${tableId}`;
+          `WHERE b.user_id = $1 AND b.bundle_seq = $2 AND b.table_id = ${tableId}`;
       })(),
       // Pushed row: {base_row_version, key, op, payload, schema, table}. Payloads come from the
       // client, so every value is inspected; json values in the form the session's client sent
@@ -436,7 +436,7 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
         `${quoteLiteral(`,"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, 'r.key_bytes')})::text || '},"op":"' || ` +
         `${OP_NAME('r.op_code')} || '","payload":' || ${canonicalPayloadExpr('r.payload', visible, false, SESSION_FORM)} || ` +
         `${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)} AS t ` +
-        `FROM sync.push_session_rows r WHERE r.push_id = $1 AND r.table_id = ${tableId}`,
+        `FROM sync.push_session_rows r WHERE r.user_id = $2 AND r.push_id = $1 AND r.table_id = ${tableId}`,
       rowJsonPrefix: `{"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)},"key":{${JSON.stringify(keyColumn)}:`,
     };
   });

@@ -1,10 +1,11 @@
 /**
  * Error and activity counters, read by `/syncx/status`. Two kinds, by what they must survive:
  * - Events counted whether or not the transaction that saw them commits (a refused direct write
- *   rolls back by nature): sequences in the `sync` schema (migration 1), since `nextval` survives
- *   a rollback.
- * - Facts about what committed (`LEDGER_COUNTERS`): rows of `sync.counter_deltas`, inserted by
- *   the transaction they count, so a bundle whose transaction dies after it was finalized is not
+ *   rolls back by nature): a sequence in the `sync` schema (migration 1), since `nextval` survives
+ *   a rollback. Only `rejected_direct_writes`, on the refusal path alone.
+ * - Facts about what committed (`LEDGER_COUNTERS`): rows of `sync.counter_deltas`, each in the
+ *   ledger of the user whose request counted it (layout 18: no global sequence on the request
+ *   path), inserted by the transaction they count, so a bundle whose transaction dies after it was finalized is not
  *   counted; maintenance folds them into `sync.counter_totals` (migration 5). A commit whose
  *   fate is unknown is counted by the runtime that saw it, even when the database was
  *   unreachable then: `PendingCounters` keeps it until a request reaches the database again.
@@ -21,7 +22,7 @@ export const COUNTERS = [
 export type CounterName = (typeof COUNTERS)[number];
 
 /** The counters kept in the ledger (sync.counter_deltas / sync.counter_totals), not in sequences. */
-export const LEDGER_COUNTERS = ['commit_outcome_unknown', 'bundles_committed', 'bundles_pruned'] as const satisfies readonly CounterName[];
+export const LEDGER_COUNTERS = ['history_pruned', 'push_conflicts', 'push_rejected', 'commit_outcome_unknown', 'bundles_committed', 'bundles_pruned'] as const satisfies readonly CounterName[];
 export type LedgerCounter = (typeof LEDGER_COUNTERS)[number];
 
 /**

@@ -95,11 +95,13 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
     `SELECT name, value FROM sync.counter_totals`,
     `SELECT name, sum(delta) FROM sync.counter_deltas GROUP BY name`,
   ].join(' UNION ALL ');
+  // users_registered_max_pk keeps its name (an operator's dashboards read it); since layout 18 there
+  // is no user_pk sequence to read, so it is the number of users, counted (the operator's endpoint only).
   const [row] = await db.query<{ counters: Record<string, number>; meta: Record<string, string>; sessions: Record<string, number> }>(sql`
     SELECT (SELECT jsonb_object_agg(name, value) FROM (SELECT name, sum(value)::bigint AS value FROM (${sqlRaw(counterSql)}) c GROUP BY name) c) AS counters,
            (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key IN ('ready', 'created_at')) AS meta,
            jsonb_build_object(
-             'users', (SELECT last_value FROM sync.user_pk_seq)) AS sessions`);
+             'users', (SELECT count(*) FROM sync.user_state)) AS sessions`);
   const counters = row?.counters ?? {};
   return {
     lifecycle: {
@@ -132,7 +134,8 @@ export async function flushPendingCounters(db: Queryable, pending: PendingCounte
   if (pending.empty) return;
   const entries = pending.take();
   try {
-    await db.query(sql`SELECT sync.count(c.key, c.value::bigint) FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(entries))}::jsonb) c`);
+    // Counts of no one user's request: the ledger's rows of the empty user id.
+    await db.query(sql`SELECT sync.count('', c.key, c.value::bigint) FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(entries))}::jsonb) c`);
   } catch {
     pending.restore(entries);
   }

@@ -34,10 +34,21 @@ export async function registerConnection(db: Queryable, limits: Limits, actor: A
   return { latest_bundle_seq: Number(answer.latest_bundle_seq) };
 }
 
-/** Forgets connections (`$disconnect`, or gone: 410 from the management API). */
-export async function dropConnections(db: Queryable, connectionIds: readonly string[]): Promise<number> {
+/** Forgets a user's connections (gone: 410 from the management API, which posted to that user's sockets). */
+export async function dropConnections(db: Queryable, userId: string, connectionIds: readonly string[]): Promise<number> {
   if (connectionIds.length === 0) return 0;
-  const [row] = await db.query<{ n: number }>(sql`SELECT sync.ws_disconnect(${[...connectionIds]}::text[]) AS n`);
+  const [row] = await db.query<{ n: number }>(sql`SELECT sync.ws_disconnect(${userId}, ${[...connectionIds]}::text[]) AS n`);
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * Forgets a connection at `$disconnect`, whose event names no user (the socket's token was read at
+ * `$connect`): the connection's user is found by its id first (an index probe; on Citus a query of
+ * every shard, see docs/scale-out.md), then it is dropped as that user's.
+ */
+export async function dropConnection(db: Queryable, connectionId: string): Promise<number> {
+  const [row] = await db.query<{ n: number | null }>(sql`
+    SELECT sum(sync.ws_disconnect(c.user_id, ARRAY[c.connection_id]))::integer AS n FROM sync.ws_connections c WHERE c.connection_id = ${connectionId}`);
   return Number(row?.n ?? 0);
 }
 
@@ -61,7 +72,7 @@ export async function notifyTargets(db: Queryable, userId: string): Promise<Noti
 export async function connectionLatest(db: Queryable, connectionId: string): Promise<number | null> {
   const [row] = await db.query<{ latest: string }>(sql`
     SELECT u.latest_bundle_seq AS latest
-      FROM sync.ws_connections c JOIN sync.user_state u ON u.user_pk = c.user_pk
+      FROM sync.ws_connections c JOIN sync.user_state u ON u.user_id = c.user_id
      WHERE c.connection_id = ${connectionId} AND c.expires_at > now()`);
   return row ? Number(row.latest) : null;
 }
@@ -69,8 +80,10 @@ export async function connectionLatest(db: Queryable, connectionId: string): Pro
 /** Deletes up to `batch` connections past their expiry (maintenance); answers how many. */
 export async function expireConnections(db: Queryable, batch: number): Promise<number> {
   const [row] = await db.query<{ n: number }>(sql`
-    SELECT sync.ws_disconnect(array(SELECT connection_id FROM sync.ws_connections WHERE expires_at <= now()
-                                     ORDER BY expires_at LIMIT ${batch})) AS n`);
+    SELECT coalesce(sum(n), 0)::integer AS n FROM (
+      SELECT sync.ws_disconnect(e.user_id, array_agg(e.connection_id)) AS n
+        FROM (SELECT user_id, connection_id FROM sync.ws_connections WHERE expires_at <= now() ORDER BY expires_at LIMIT ${batch}) e
+       GROUP BY e.user_id) d`);
   return Number(row?.n ?? 0);
 }
 

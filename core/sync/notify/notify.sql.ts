@@ -16,22 +16,22 @@ export const wsConnectSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.ws_connect(p_user text, p_source text, p_connection text, p_ttl_seconds integer, p_max integer)
 RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_pk bigint := sync.ensure_user(p_user);
+  v_user text := sync.ensure_user(p_user);
   v_open integer;
 BEGIN
-  DELETE FROM sync.ws_connections WHERE user_pk = v_pk AND expires_at <= now();
+  DELETE FROM sync.ws_connections WHERE user_id = v_user AND expires_at <= now();
   -- Serialises this user's $connects, so two at once cannot both pass the cap.
-  PERFORM 1 FROM sync.user_state WHERE user_pk = v_pk FOR UPDATE;
-  SELECT count(*) INTO v_open FROM sync.ws_connections WHERE user_pk = v_pk AND connection_id <> p_connection;
+  PERFORM 1 FROM sync.user_state WHERE user_id = v_user FOR UPDATE;
+  SELECT count(*) INTO v_open FROM sync.ws_connections WHERE user_id = v_user AND connection_id <> p_connection;
   IF v_open >= p_max THEN
     RETURN sync.err('rate_limited', format('%s WebSocket connections are open for this user (at most %s); use long polls or close one', v_open, p_max),
       jsonb_build_object('retry_after_seconds', 60));
   END IF;
-  INSERT INTO sync.ws_connections (connection_id, user_pk, source_id, connected_at, expires_at)
-  VALUES (p_connection, v_pk, p_source, now(), now() + make_interval(secs => p_ttl_seconds))
-  ON CONFLICT (connection_id) DO UPDATE SET user_pk = EXCLUDED.user_pk, source_id = EXCLUDED.source_id,
+  INSERT INTO sync.ws_connections (connection_id, user_id, source_id, connected_at, expires_at)
+  VALUES (p_connection, v_user, p_source, now(), now() + make_interval(secs => p_ttl_seconds))
+  ON CONFLICT (user_id, connection_id) DO UPDATE SET source_id = EXCLUDED.source_id,
     connected_at = EXCLUDED.connected_at, expires_at = EXCLUDED.expires_at;
-  RETURN jsonb_build_object('latest_bundle_seq', (SELECT latest_bundle_seq FROM sync.user_state WHERE user_pk = v_pk));
+  RETURN jsonb_build_object('latest_bundle_seq', (SELECT latest_bundle_seq FROM sync.user_state WHERE user_id = v_user));
 END
 $fn$
 `);
@@ -41,11 +41,11 @@ $fn$
  * every function that writes the sync tables: the managed-table guard admits those (0009).
  */
 export const wsDisconnectSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.ws_disconnect(p_connections text[]) RETURNS integer LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION sync.ws_disconnect(p_user text, p_connections text[]) RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
   v_gone integer;
 BEGIN
-  DELETE FROM sync.ws_connections WHERE connection_id = ANY (p_connections);
+  DELETE FROM sync.ws_connections WHERE user_id = p_user AND connection_id = ANY (p_connections);
   GET DIAGNOSTICS v_gone = ROW_COUNT;
   RETURN v_gone;
 END
@@ -60,7 +60,7 @@ export const wsTargetsSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.ws_targets(p_user text) RETURNS TABLE (connection_id text, latest_bundle_seq bigint)
 LANGUAGE sql STABLE AS $fn$
   SELECT c.connection_id, u.latest_bundle_seq
-    FROM sync.user_state u JOIN sync.ws_connections c ON c.user_pk = u.user_pk
+    FROM sync.user_state u JOIN sync.ws_connections c ON c.user_id = u.user_id
    WHERE u.user_id = p_user AND c.expires_at > now()
    ORDER BY c.connected_at DESC
 $fn$
@@ -78,7 +78,7 @@ export const notifyCommitSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.notify_commit() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   PERFORM pg_notify('lockstep_commit', json_build_object('user_id', u.user_id, 'bundle_seq', NEW.bundle_seq)::text)
-     FROM sync.user_state u WHERE u.user_pk = NEW.user_pk;
+     FROM sync.user_state u WHERE u.user_id = NEW.user_id;
   RETURN NULL;
 END
 $fn$

@@ -11,11 +11,11 @@ import { managedFunction } from '../../layout/managed-sql.js';
  * edge answers each client the one of its protocol (core/sync/wire-form.ts).
  */
 export const bundleAnswerSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.bundle_answer(p_user_pk bigint, p_seq bigint) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
+CREATE OR REPLACE FUNCTION sync.bundle_answer(p_user text, p_seq bigint) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
   SELECT jsonb_build_object('bundle_seq', b.bundle_seq, 'source_id', b.source_id,
     'source_bundle_id', b.source_bundle_id, 'row_count', b.row_count, 'bundle_hash', b.bundle_hash)
     || CASE WHEN b.bundle_hash_v2 IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('bundle_hash_v2', b.bundle_hash_v2) END
-  FROM sync.bundle_log b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq
+  FROM sync.bundle_log b WHERE b.user_id = p_user AND b.bundle_seq = p_seq
 $fn$
 `);
 
@@ -31,7 +31,7 @@ $fn$
  * json value in the bundle).
  */
 export const finalizeBundleSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.finalize_bundle(p_user_pk bigint, p_seq bigint, p_source text, p_source_bundle_id bigint,
+CREATE OR REPLACE FUNCTION sync.finalize_bundle(p_user text, p_seq bigint, p_source text, p_source_bundle_id bigint,
   p_request_hash text, p_retained integer, p_max_row_bytes bigint DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -49,8 +49,8 @@ DECLARE
   v_big record;
 BEGIN
   WITH ins AS (
-    INSERT INTO sync.bundle_rows (user_pk, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload, row_text, wire_bytes)
-    SELECT p_user_pk, p_seq, y.ordinal, y.table_id, y.key_bytes, y.op_code, y.payload, y.row_text, sync.wire_bytes(y.row_text)
+    INSERT INTO sync.bundle_rows (user_id, bundle_seq, row_ordinal, table_id, key_bytes, op_code, payload, row_text, wire_bytes)
+    SELECT p_user, p_seq, y.ordinal, y.table_id, y.key_bytes, y.op_code, y.payload, y.row_text, sync.wire_bytes(y.row_text)
     FROM (
       SELECT (row_number() OVER (ORDER BY x.first_id))::integer - 1 AS ordinal, x.table_id, x.key_bytes, x.op_code, x.payload,
              sync.committed_row_text(tc.row_json_prefix, tc.key_kind, x.key_bytes, x.op_code, p_seq, x.payload) AS row_text
@@ -61,7 +61,7 @@ BEGIN
         FROM (
           SELECT DISTINCT ON (cr.table_id, cr.key_bytes) cr.table_id, cr.key_bytes, cr.deleted, cr.payload,
                  min(cr.capture_id) OVER (PARTITION BY cr.table_id, cr.key_bytes) AS first_id
-          FROM sync.capture_rows cr WHERE cr.xact = v_xact
+          FROM sync.capture_rows cr WHERE cr.user_id = p_user AND cr.xact = v_xact
           ORDER BY cr.table_id, cr.key_bytes, cr.capture_id DESC
         ) f
         -- A probe of row_state's primary key per captured row: OFFSET 0 keeps the subquery from being
@@ -69,7 +69,7 @@ BEGIN
         -- statistics exist. The work is the bundle's, never the user's history.
         LEFT JOIN LATERAL (
           SELECT r.deleted FROM sync.row_state r
-           WHERE r.user_pk = p_user_pk AND r.table_id = f.table_id AND r.key_bytes = f.key_bytes OFFSET 0
+           WHERE r.user_id = p_user AND r.table_id = f.table_id AND r.key_bytes = f.key_bytes OFFSET 0
         ) rs ON true
       ) x JOIN sync.table_catalog tc ON tc.table_id = x.table_id
       WHERE x.op_code IS NOT NULL
@@ -80,29 +80,29 @@ BEGIN
   IF v_max_row > coalesce(p_max_row_bytes, 4191232) THEN
     SELECT c.schema_name, c.table_name, c.key_column, sync.key_text(c.key_kind, b.key_bytes) AS key, b.wire_bytes INTO v_big
       FROM sync.bundle_rows b JOIN sync.table_catalog c ON c.table_id = b.table_id
-     WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq ORDER BY b.wire_bytes DESC LIMIT 1;
+     WHERE b.user_id = p_user AND b.bundle_seq = p_seq ORDER BY b.wire_bytes DESC LIMIT 1;
     -- DETAIL names the row, so the client can set that row aside and push the rest.
     RAISE EXCEPTION 'row %.% %=% would be % bytes on the wire, over the % bytes a response can carry',
       v_big.schema_name, v_big.table_name, v_big.key_column, v_big.key, v_big.wire_bytes, coalesce(p_max_row_bytes, 4191232)
       USING ERRCODE = 'LS413', DETAIL = jsonb_build_object('schema', v_big.schema_name, 'table', v_big.table_name,
         'key', jsonb_build_object(v_big.key_column, v_big.key))::text;
   END IF;
-  DELETE FROM sync.capture_rows WHERE xact = v_xact;
+  DELETE FROM sync.capture_rows WHERE user_id = p_user AND xact = v_xact;
 
-  INSERT INTO sync.row_state AS rs (user_pk, table_id, key_bytes, row_version, deleted)
-  SELECT p_user_pk, b.table_id, b.key_bytes, p_seq, b.op_code = 3
-    FROM sync.bundle_rows b WHERE b.user_pk = p_user_pk AND b.bundle_seq = p_seq
-  ON CONFLICT (user_pk, table_id, key_bytes) DO UPDATE SET row_version = EXCLUDED.row_version, deleted = EXCLUDED.deleted;
+  INSERT INTO sync.row_state AS rs (user_id, table_id, key_bytes, row_version, deleted)
+  SELECT p_user, b.table_id, b.key_bytes, p_seq, b.op_code = 3
+    FROM sync.bundle_rows b WHERE b.user_id = p_user AND b.bundle_seq = p_seq
+  ON CONFLICT (user_id, table_id, key_bytes) DO UPDATE SET row_version = EXCLUDED.row_version, deleted = EXCLUDED.deleted;
 
   -- bundle_hash: RFC 8785 text of each committed row from SQL generated per table at bootstrap
   -- (keys pre-sorted, value types known), so hashing is concatenation, not JSON walking.
   SELECT string_agg(c.hash_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
     FROM sync.table_catalog c
-   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_pk = p_user_pk AND bundle_seq = p_seq);
+   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_id = p_user AND bundle_seq = p_seq);
   IF v_union IS NOT NULL THEN
     EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)), string_agg(coalesce(t2, t), '','' ORDER BY o), '
       || 'coalesce(bool_or(t2 <> t), false) FROM (' || v_union || ') x'
-      INTO v_text, v_bytes, v_text_v2, v_differs USING p_user_pk, p_seq;
+      INTO v_text, v_bytes, v_text_v2, v_differs USING p_user, p_seq;
   END IF;
   v_hash := encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
   IF v_differs THEN
@@ -111,17 +111,16 @@ BEGIN
   -- The canonical text is a close estimate of each row's JSON size on the wire.
   v_bytes := coalesce(v_bytes, 0) + 64 * v_count;
 
-  INSERT INTO sync.bundle_log (user_pk, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
+  INSERT INTO sync.bundle_log (user_id, bundle_seq, source_id, source_bundle_id, row_count, byte_count, bundle_hash,
     request_hash, committed_at, wire_bytes, json_form, bundle_hash_v2)
-  VALUES (p_user_pk, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now(), v_wire, 2, v_hash_v2);
+  VALUES (p_user, p_seq, p_source, p_source_bundle_id, v_count, v_bytes, v_hash, p_request_hash, now(), v_wire, 2, v_hash_v2);
   UPDATE sync.user_state SET latest_bundle_seq = p_seq,
-    retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_pk = p_user_pk;
+    retained_floor = greatest(retained_floor, p_seq - p_retained) WHERE user_id = p_user;
   UPDATE sync.source_state SET last_source_bundle_id = p_source_bundle_id, status = 'active'
-   WHERE user_pk = p_user_pk AND source_id = p_source;
-  DELETE FROM sync.bundle_context WHERE xact = txid_current();
+   WHERE user_id = p_user AND source_id = p_source;
+  DELETE FROM sync.bundle_context WHERE user_id = p_user AND xact = txid_current();
   -- Counted by this transaction: a bundle whose transaction dies after this point is not counted.
-  -- The sequence is what builds before layout 7 read in /syncx/status.
-  PERFORM sync.count('bundles_committed', 1), nextval('sync.counter_bundles_committed');
+  PERFORM sync.count(p_user, 'bundles_committed', 1);
   RETURN jsonb_build_object('bundle_seq', p_seq, 'source_id', p_source, 'source_bundle_id', p_source_bundle_id,
     'row_count', v_count, 'bundle_hash', v_hash)
     || CASE WHEN v_hash_v2 IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('bundle_hash_v2', v_hash_v2) END;
@@ -153,13 +152,13 @@ DECLARE
   -- The table whose statement is running: a data exception (22xxx) names none, this does.
   v_running smallint;
 BEGIN
-  SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
+  SELECT s.* INTO v_ps FROM sync.push_sessions s
+   WHERE s.user_id = p_user AND s.push_id = p_push AND s.source_id = p_source FOR UPDATE OF s;
   IF NOT FOUND THEN
     RETURN sync.err('push_session_not_found', format('push session %s does not exist', p_push));
   END IF;
   IF v_ps.status = 'committed' THEN
-    RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_ps.bundle_seq);
+    RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_id, v_ps.bundle_seq);
   END IF;
   -- A rejected session answers its rejection again, as sync.note_outcome remembered it.
   IF v_ps.status = 'rejected' THEN
@@ -174,47 +173,47 @@ BEGIN
   END IF;
 
   -- Serialise this user's commits on the user's state row; other users never wait.
-  SELECT * INTO STRICT v_us FROM sync.user_state WHERE user_pk = v_ps.user_pk FOR UPDATE;
+  SELECT * INTO STRICT v_us FROM sync.user_state WHERE user_id = v_ps.user_id FOR UPDATE;
 
   SELECT bundle_seq INTO v_existing FROM sync.bundle_log
-   WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
+   WHERE user_id = v_ps.user_id AND source_id = v_ps.source_id AND source_bundle_id = v_ps.source_bundle_id;
   IF FOUND THEN
     -- Another session of the same (source, source_bundle_id) committed first. Unless this
     -- session's rows are the committed ones, they were never applied: answering "committed"
     -- would make the client drop them, so it is the mismatch push-session create reports. The
     -- rows are compared by their request hash, computed here from what was staged (a client
     -- may have sent none); a bundle committed without a stored hash cannot be matched.
-    v_hash := sync.push_request_hash(p_push);
+    v_hash := sync.push_request_hash(p_user, p_push);
     IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
       RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
     END IF;
-    IF (SELECT request_hash FROM sync.bundle_log WHERE user_pk = v_ps.user_pk AND bundle_seq = v_existing) IS DISTINCT FROM v_hash THEN
+    IF (SELECT request_hash FROM sync.bundle_log WHERE user_id = v_ps.user_id AND bundle_seq = v_existing) IS DISTINCT FROM v_hash THEN
       RETURN sync.err('push_request_mismatch', format(
         'source bundle %s of source %s was committed by another session with other rows',
         v_ps.source_bundle_id, v_ps.source_id));
     END IF;
-    UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE push_id = p_push;
-    DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+    UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_existing WHERE user_id = p_user AND push_id = p_push;
+    DELETE FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push;
     UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
-     WHERE user_pk = v_ps.user_pk;
-    RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_pk, v_existing);
+     WHERE user_id = v_ps.user_id;
+    RETURN jsonb_build_object('status', 'committed') || sync.bundle_answer(v_ps.user_id, v_existing);
   END IF;
-  v_err := sync.check_source(v_ps.user_pk, v_ps.source_id, true);
+  v_err := sync.check_source(v_ps.user_id, v_ps.source_id, true);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
   IF v_ps.source_bundle_id <> (SELECT last_source_bundle_id + 1 FROM sync.source_state
-                                 WHERE user_pk = v_ps.user_pk AND source_id = v_ps.source_id) THEN
+                                 WHERE user_id = v_ps.user_id AND source_id = v_ps.source_id) THEN
     RETURN sync.err('source_sequence_out_of_order', format(
       'source bundle %s of source %s is no longer the next one to commit', v_ps.source_bundle_id, v_ps.source_id));
   END IF;
-  v_err := sync.check_push_scope(v_ps.user_pk, v_ps.source_id, v_ps.initialization_id);
+  v_err := sync.check_push_scope(v_ps.user_id, v_ps.source_id, v_ps.initialization_id);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
   -- The hash of the staged rows is stored with the bundle even when the client sent none, so a
   -- later session of the same (source, source_bundle_id) is compared by its rows, never trusted.
-  v_hash := sync.push_request_hash(p_push);
+  v_hash := sync.push_request_hash(p_user, p_push);
   IF v_ps.request_hash IS NOT NULL AND v_ps.request_hash <> v_hash THEN
     RETURN sync.err('invalid_request', 'request_hash does not match the uploaded rows (RFC 8785 + SHA-256 of the pushed rows)');
   END IF;
@@ -223,8 +222,8 @@ BEGIN
   -- seen). Each staged row probes row_state's primary key (a correlated subquery is never turned
   -- into a join), so the check costs the bundle's size whatever the user's history.
   SELECT count(*) INTO v_conflict_count FROM sync.push_session_rows p
-   WHERE p.push_id = p_push AND p.base_row_version <> coalesce((SELECT r.row_version FROM sync.row_state r
-           WHERE r.user_pk = v_ps.user_pk AND r.table_id = p.table_id AND r.key_bytes = p.key_bytes), 0);
+   WHERE p.user_id = p_user AND p.push_id = p_push AND p.base_row_version <> coalesce((SELECT r.row_version FROM sync.row_state r
+           WHERE r.user_id = v_ps.user_id AND r.table_id = p.table_id AND r.key_bytes = p.key_bytes), 0);
   IF v_conflict_count > 0 THEN
     FOR v_row IN
       SELECT p.row_ordinal, p.key_bytes, p.op_code, p.base_row_version, rs.row_version AS server_version,
@@ -233,9 +232,9 @@ BEGIN
         JOIN sync.table_catalog c ON c.table_id = p.table_id
         LEFT JOIN LATERAL (
           SELECT r.row_version, r.deleted FROM sync.row_state r
-           WHERE r.user_pk = v_ps.user_pk AND r.table_id = p.table_id AND r.key_bytes = p.key_bytes OFFSET 0
+           WHERE r.user_id = v_ps.user_id AND r.table_id = p.table_id AND r.key_bytes = p.key_bytes OFFSET 0
         ) rs ON true
-       WHERE p.push_id = p_push AND p.base_row_version <> coalesce(rs.row_version, 0)
+       WHERE p.user_id = p_user AND p.push_id = p_push AND p.base_row_version <> coalesce(rs.row_version, 0)
        ORDER BY p.row_ordinal LIMIT p_max_conflicts
     LOOP
       v_server_row := NULL;
@@ -254,7 +253,7 @@ BEGIN
         'server_row', v_server_row));
     END LOOP;
     v_first := v_conflicts->0;
-    PERFORM nextval('sync.counter_push_conflicts');
+    PERFORM sync.count(p_user, 'push_conflicts', 1);
     RETURN sync.err('push_conflict', format('push conflict: %s on %s.%s key %s expected row_version %s but the server has %s%s',
         v_first->>'op', v_first->>'schema', v_first->>'table', v_first->'key', v_first->>'base_row_version',
         v_first->>'server_row_version',
@@ -265,11 +264,12 @@ BEGIN
 
   v_seq := v_us.latest_bundle_seq + 1;
   -- The bundle context: the business writes below pass the guards, and capture records them.
-  INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_ps.user_pk, p_user, v_ps.source_id, 'push');
+  INSERT INTO sync.bundle_context (xact, user_id, source, kind) VALUES (txid_current(), p_user, v_ps.source_id, 'push');
+  PERFORM set_config('lockstep.bundle_user', p_user, true);
   -- Only the statements the bundle needs: an upsert per table with inserts or updates, a delete
   -- per table with deletes (a bundle without deletes runs none).
   SELECT array_agg(DISTINCT table_id) FILTER (WHERE op_code <> 3), array_agg(DISTINCT table_id) FILTER (WHERE op_code = 3)
-    INTO v_tables, v_delete_tables FROM sync.push_session_rows WHERE push_id = p_push;
+    INTO v_tables, v_delete_tables FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push;
   BEGIN
     SET CONSTRAINTS ALL DEFERRED;
     FOR v_cat IN SELECT * FROM sync.table_catalog WHERE table_id = ANY (v_tables) ORDER BY apply_order LOOP
@@ -298,23 +298,23 @@ BEGIN
     IF coalesce(v_table, '') = '' AND v_running IS NOT NULL THEN
       SELECT schema_name, table_name INTO v_schema, v_table FROM sync.table_catalog WHERE table_id = v_running;
     END IF;
-    DELETE FROM sync.bundle_context WHERE xact = txid_current();
-    PERFORM nextval('sync.counter_push_rejected');
+    DELETE FROM sync.bundle_context WHERE user_id = p_user AND xact = txid_current();
+    PERFORM sync.count(p_user, 'push_rejected', 1);
     RETURN sync.err('push_rejected', 'the bundle breaks a business constraint: ' || v_msg, jsonb_build_object(
       'violation', jsonb_build_object('sqlstate', v_state, 'constraint', nullif(v_constraint, ''),
         'schema', nullif(v_schema, ''), 'table', nullif(v_table, ''), 'column', nullif(v_column, ''), 'key', NULL),
       '_detail', v_detail));
   END;
 
-  v_result := sync.finalize_bundle(v_ps.user_pk, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_hash, p_retained,
+  v_result := sync.finalize_bundle(v_ps.user_id, v_seq, v_ps.source_id, v_ps.source_bundle_id, v_hash, p_retained,
     p_max_row_bytes);
-  UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_seq WHERE push_id = p_push;
-  DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+  UPDATE sync.push_sessions SET status = 'committed', bundle_seq = v_seq WHERE user_id = p_user AND push_id = p_push;
+  DELETE FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push;
   UPDATE sync.scope_state SET status = 'initialized', lease_source_id = NULL, lease_expires_at = NULL, updated_at = now()
-   WHERE user_pk = v_ps.user_pk AND status <> 'initialized';
+   WHERE user_id = v_ps.user_id AND status <> 'initialized';
   -- Last, so the user's quota row is held only to the end of this statement.
   UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
-   WHERE user_pk = v_ps.user_pk;
+   WHERE user_id = v_ps.user_id;
   RETURN jsonb_build_object('status', 'committed') || v_result;
 END
 $fn$
@@ -328,13 +328,13 @@ $fn$
  */
 export const unstorableProbeSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.unstorable_probe(p_user text, p_push uuid, p_table_id smallint,
-  OUT user_pk bigint, OUT source_id text, OUT probe text)
+  OUT user_id text, OUT source_id text, OUT probe text)
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_sql text;
 BEGIN
-  SELECT s.user_pk, s.source_id INTO user_pk, source_id FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user;
+  SELECT s.user_id, s.source_id INTO user_id, source_id FROM sync.push_sessions s
+   WHERE s.user_id = p_user AND s.push_id = p_push;
   IF NOT FOUND THEN
     RETURN;
   END IF;
@@ -356,15 +356,16 @@ $fn$
  * only under sync.first_unstorable_row and sync.unstorable_column.
  */
 export const tryUnstorableSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.try_unstorable(p_user text, p_push uuid, p_user_pk bigint, p_source text, p_probe text,
+CREATE OR REPLACE FUNCTION sync.try_unstorable(p_user text, p_push uuid, p_source text, p_probe text,
   p_lo integer, p_hi integer, p_column text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql AS $fn$
 BEGIN
   IF p_column IS NOT NULL THEN
     UPDATE sync.push_session_rows SET payload = jsonb_build_object(p_column, payload -> p_column)
-     WHERE push_id = p_push AND row_ordinal = p_lo;
+     WHERE user_id = p_user AND push_id = p_push AND row_ordinal = p_lo;
   END IF;
-  INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), p_user_pk, p_user, p_source, 'push');
+  INSERT INTO sync.bundle_context (xact, user_id, source, kind) VALUES (txid_current(), p_user, p_source, 'push');
+  PERFORM set_config('lockstep.bundle_user', p_user, true);
   -- Constraints stay deferred as in the commit, so only a value that cannot be stored fails.
   SET CONSTRAINTS ALL DEFERRED;
   EXECUTE p_probe USING p_push, p_user, p_lo, p_hi;
@@ -398,21 +399,21 @@ BEGIN
     RETURN NULL;
   END IF;
   SELECT min(row_ordinal), max(row_ordinal) INTO v_lo, v_hi FROM sync.push_session_rows
-   WHERE push_id = p_push AND table_id = p_table_id AND op_code <> 3;
+   WHERE user_id = p_user AND push_id = p_push AND table_id = p_table_id AND op_code <> 3;
   IF v_lo IS NULL THEN
     RETURN NULL;
   END IF;
   WHILE v_lo < v_hi LOOP
     v_mid := v_lo + (v_hi - v_lo) / 2;
-    v_failed := sync.try_unstorable(p_user, p_push, v.user_pk, v.source_id, v.probe, v_lo, v_mid);
+    v_failed := sync.try_unstorable(p_user, p_push, v.source_id, v.probe, v_lo, v_mid);
     IF v_failed IS NULL THEN
       RETURN NULL;
     END IF;
     IF v_failed THEN v_hi := v_mid; ELSE v_lo := v_mid + 1; END IF;
   END LOOP;
   -- The last candidate alone: it must fail by itself to be named.
-  IF sync.try_unstorable(p_user, p_push, v.user_pk, v.source_id, v.probe, v_lo, v_lo) THEN
-    SELECT key_bytes INTO v_key FROM sync.push_session_rows WHERE push_id = p_push AND row_ordinal = v_lo;
+  IF sync.try_unstorable(p_user, p_push, v.source_id, v.probe, v_lo, v_lo) THEN
+    SELECT key_bytes INTO v_key FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push AND row_ordinal = v_lo;
   END IF;
   RETURN v_key;
 END
@@ -437,13 +438,13 @@ BEGIN
     RETURN NULL;
   END IF;
   SELECT row_ordinal INTO v_ord FROM sync.push_session_rows
-   WHERE push_id = p_push AND table_id = p_table_id AND key_bytes = p_key AND op_code <> 3;
+   WHERE user_id = p_user AND push_id = p_push AND table_id = p_table_id AND key_bytes = p_key AND op_code <> 3;
   IF v_ord IS NULL THEN
     RETURN NULL;
   END IF;
   FOR v_column IN SELECT k FROM sync.push_session_rows r, jsonb_object_keys(coalesce(r.payload, '{}'::jsonb)) k
-                   WHERE r.push_id = p_push AND r.row_ordinal = v_ord ORDER BY k LOOP
-    IF sync.try_unstorable(p_user, p_push, v.user_pk, v.source_id, v.probe, v_ord, v_ord, v_column) THEN
+                   WHERE r.user_id = p_user AND r.push_id = p_push AND r.row_ordinal = v_ord ORDER BY k LOOP
+    IF sync.try_unstorable(p_user, p_push, v.source_id, v.probe, v_ord, v_ord, v_column) THEN
       RETURN v_column;
     END IF;
   END LOOP;
@@ -527,7 +528,7 @@ export const firstFailingRowSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.first_failing_row(p_user text, p_push uuid) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_pk bigint;
+  v_user text;
   v_source text;
   v_lo integer;
   v_hi integer;
@@ -540,12 +541,12 @@ DECLARE
   v_found jsonb;
   v_row record;
 BEGIN
-  SELECT s.user_pk, s.source_id INTO v_pk, v_source FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user AND s.status <> 'committed';
+  SELECT s.user_id, s.source_id INTO v_user, v_source FROM sync.push_sessions s
+   WHERE s.user_id = p_user AND s.push_id = p_push AND s.status <> 'committed';
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  SELECT min(row_ordinal), max(row_ordinal) INTO v_lo, v_hi FROM sync.push_session_rows WHERE push_id = p_push;
+  SELECT min(row_ordinal), max(row_ordinal) INTO v_lo, v_hi FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push;
   IF v_lo IS NULL THEN
     RETURN NULL;
   END IF;
@@ -553,17 +554,18 @@ BEGIN
   SELECT array_agg(replace(c.upsert_sql, 'AND p.op_code <> 3 ', 'AND p.op_code <> 3 AND p.row_ordinal BETWEEN $3 AND $4 ') ORDER BY c.apply_order),
          array_agg(c.table_id ORDER BY c.apply_order)
     INTO v_upserts, v_upsert_tables FROM sync.table_catalog c
-   WHERE c.table_id IN (SELECT table_id FROM sync.push_session_rows WHERE push_id = p_push AND op_code <> 3);
+   WHERE c.table_id IN (SELECT table_id FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push AND op_code <> 3);
   SELECT array_agg(replace(c.delete_sql, 'AND p.op_code = 3))', 'AND p.op_code = 3 AND p.row_ordinal BETWEEN $3 AND $4))') ORDER BY c.apply_order DESC),
          array_agg(c.table_id ORDER BY c.apply_order DESC)
     INTO v_deletes, v_delete_tables FROM sync.table_catalog c
-   WHERE c.table_id IN (SELECT table_id FROM sync.push_session_rows WHERE push_id = p_push AND op_code = 3);
+   WHERE c.table_id IN (SELECT table_id FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push AND op_code = 3);
   IF EXISTS (SELECT 1 FROM unnest(v_upserts) q WHERE q NOT LIKE '%BETWEEN $3 AND $4%')
      OR EXISTS (SELECT 1 FROM unnest(v_deletes) q WHERE q NOT LIKE '%BETWEEN $3 AND $4%') THEN
     RETURN NULL;
   END IF;
   BEGIN
-    INSERT INTO sync.bundle_context (xact, user_pk, scope, source, kind) VALUES (txid_current(), v_pk, p_user, v_source, 'push');
+    INSERT INTO sync.bundle_context (xact, user_id, source, kind) VALUES (txid_current(), p_user, v_source, 'push');
+    PERFORM set_config('lockstep.bundle_user', p_user, true);
     SET CONSTRAINTS ALL DEFERRED;
     -- Rows before v_lo are applied and pass; the first failing row is in v_lo..v_hi.
     WHILE v_lo < v_hi LOOP
@@ -585,7 +587,7 @@ BEGIN
   END IF;
   SELECT r.table_id, r.key_bytes, c.schema_name, c.table_name, c.key_column, sync.key_text(c.key_kind, r.key_bytes) AS key_text
     INTO v_row FROM sync.push_session_rows r JOIN sync.table_catalog c ON c.table_id = r.table_id
-   WHERE r.push_id = p_push AND r.row_ordinal = v_lo;
+   WHERE r.user_id = p_user AND r.push_id = p_push AND r.row_ordinal = v_lo;
   v_found := v_err || jsonb_build_object('schema', v_row.schema_name, 'table', v_row.table_name,
     'key', jsonb_build_object(v_row.key_column, v_row.key_text));
   -- A data exception names no column: try the row's columns one at a time.

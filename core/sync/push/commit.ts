@@ -93,7 +93,7 @@ function legacyViolationKey(ctx: SyncContext, actor: Actor, pushId: string, viol
       query: sql`
       SELECT sync.key_text(c.key_kind, p.key_bytes) AS key
         FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
-       WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
+       WHERE p.user_id = ${actor.userId} AND p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
          AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(visible))}::jsonb) v
                           WHERE (p.payload->>v.key) IS DISTINCT FROM v.value)
        ORDER BY p.row_ordinal LIMIT 1`,
@@ -107,7 +107,7 @@ function legacyViolationKey(ctx: SyncContext, actor: Actor, pushId: string, viol
       query: sql`
       SELECT k.key FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
        CROSS JOIN LATERAL (SELECT sync.key_text(c.key_kind, p.key_bytes) AS key) k
-       WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
+       WHERE p.user_id = ${actor.userId} AND p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
          AND strpos(${tuple}, ', ' || k.key || ',') > 0
        ORDER BY p.row_ordinal LIMIT 1`,
     };
@@ -138,7 +138,7 @@ async function searchedRow(ctx: SyncContext, actor: Actor, pushId: string, messa
   const lookup = entry && visible && visible.length > 0
     ? sql`(SELECT jsonb_build_object(${entry.keyColumn}::text, sync.key_text(c.key_kind, p.key_bytes))
              FROM sync.push_session_rows p JOIN sync.table_catalog c ON c.table_id = p.table_id
-            WHERE p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
+            WHERE p.user_id = ${actor.userId} AND p.push_id = ${pushId}::uuid AND p.table_id = ${entry.tableId} AND p.op_code <> 3
               AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(visible))}::jsonb) v
                                WHERE (p.payload->>v.key) IS DISTINCT FROM v.value)
             ORDER BY p.row_ordinal DESC LIMIT 1)`
@@ -252,7 +252,7 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     // retries the commit, never the upload.
     if (error instanceof SyncError || neverSent(error)) throw error;
     // Counted even when the database is unreachable now: kept by the runtime until it answers.
-    await ctx.db.query(sql`SELECT sync.count('commit_outcome_unknown', 1)`).catch(() => {
+    await ctx.db.query(sql`SELECT sync.count(${actor.userId}, 'commit_outcome_unknown', 1)`).catch(() => {
       ctx.pending.add('commit_outcome_unknown');
       logEvent('warn', 'commit_outcome_unknown', { recorded: false, push_id: pushId });
     });

@@ -14,32 +14,32 @@ CREATE OR REPLACE FUNCTION sync.push_create(p_user text, p_source text, p_source
   p_form smallint DEFAULT 1) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_pk bigint := sync.ensure_user(p_user);
+  v_user text := sync.ensure_user(p_user);
   v_err jsonb;
   v_last bigint;
   v_bundle sync.bundle_log;
   v_id uuid := gen_random_uuid();
   v_expires timestamptz := now() + make_interval(secs => p_ttl_seconds);
 BEGIN
-  v_err := sync.check_source(v_pk, p_source, true);
+  v_err := sync.check_source(v_user, p_source, true);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
   SELECT * INTO v_bundle FROM sync.bundle_log
-   WHERE user_pk = v_pk AND source_id = p_source AND source_bundle_id = p_source_bundle_id;
+   WHERE user_id = v_user AND source_id = p_source AND source_bundle_id = p_source_bundle_id;
   IF FOUND THEN
     IF p_request_hash IS NOT NULL THEN
       IF v_bundle.request_hash IS NOT NULL AND v_bundle.request_hash <> p_request_hash THEN
         RETURN sync.err('push_request_mismatch', format(
           'source bundle %s of source %s was committed with a different request_hash', p_source_bundle_id, p_source));
       END IF;
-      RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_pk, v_bundle.bundle_seq);
+      RETURN jsonb_build_object('status', 'already_committed') || sync.bundle_answer(v_user, v_bundle.bundle_seq);
     END IF;
     -- Without a hash nobody can tell these rows from other rows under the same id, and answering
     -- "already committed" would make a client drop rows that were never applied. A staging
     -- session takes the rows; commit compares them with the committed ones (push_commit).
   ELSE
-    SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_pk = v_pk AND source_id = p_source;
+    SELECT last_source_bundle_id INTO STRICT v_last FROM sync.source_state WHERE user_id = v_user AND source_id = p_source;
     IF p_source_bundle_id <= v_last THEN
       RETURN sync.err('source_sequence_changed', format(
         'source bundle %s of source %s is at or below its last committed bundle %s, which is no longer retained',
@@ -51,20 +51,20 @@ BEGIN
         jsonb_build_object('expected_source_bundle_id', v_last + 1));
     END IF;
   END IF;
-  v_err := sync.check_push_scope(v_pk, p_source, p_init);
+  v_err := sync.check_push_scope(v_user, p_source, p_init);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
   -- One more open session, unless the user is at max_open_push_sessions_per_user: one row read
   -- and written, whatever the number of sessions.
-  INSERT INTO sync.user_quota AS q (user_pk, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_pk, 1, 0, 0)
-  ON CONFLICT (user_pk) DO UPDATE SET open_push_sessions = q.open_push_sessions + 1 WHERE q.open_push_sessions < p_max_open;
+  INSERT INTO sync.user_quota AS q (user_id, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_user, 1, 0, 0)
+  ON CONFLICT (user_id) DO UPDATE SET open_push_sessions = q.open_push_sessions + 1 WHERE q.open_push_sessions < p_max_open;
   IF NOT FOUND THEN
-    RETURN sync.rate_limited(v_pk, 'push', 'max_open_push_sessions_per_user', p_max_open, p_reap_seconds);
+    RETURN sync.rate_limited(v_user, 'push', 'max_open_push_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
-  INSERT INTO sync.push_sessions (push_id, user_pk, source_id, source_bundle_id, planned_row_count, next_row_ordinal,
+  INSERT INTO sync.push_sessions (push_id, user_id, source_id, source_bundle_id, planned_row_count, next_row_ordinal,
     status, request_hash, initialization_id, byte_count, created_at, expires_at, json_form)
-  VALUES (v_id, v_pk, p_source, p_source_bundle_id, p_planned, 0, 'staging', p_request_hash, p_init, 0, now(), v_expires, p_form);
+  VALUES (v_id, v_user, p_source, p_source_bundle_id, p_planned, 0, 'staging', p_request_hash, p_init, 0, now(), v_expires, p_form);
   RETURN jsonb_build_object('push_id', v_id, 'status', 'staging', 'planned_row_count', p_planned,
     'next_expected_row_ordinal', 0, 'expires_at', sync.rfc3339(v_expires));
 END
@@ -87,8 +87,8 @@ DECLARE
   v_ps sync.push_sessions;
   v_n integer := jsonb_array_length(p_rows);
 BEGIN
-  SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
+  SELECT s.* INTO v_ps FROM sync.push_sessions s
+   WHERE s.user_id = p_user AND s.push_id = p_push AND s.source_id = p_source FOR UPDATE OF s;
   IF NOT FOUND THEN
     RETURN sync.err('push_session_not_found', format('push session %s does not exist', p_push));
   END IF;
@@ -121,12 +121,12 @@ BEGIN
   BEGIN
     -- The user's staged bytes, checked and counted before anything is staged (the block undoes
     -- the count if staging fails).
-    UPDATE sync.user_quota SET staged_bytes = staged_bytes + p_bytes WHERE user_pk = v_ps.user_pk AND staged_bytes + p_bytes <= p_max_staged;
+    UPDATE sync.user_quota SET staged_bytes = staged_bytes + p_bytes WHERE user_id = v_ps.user_id AND staged_bytes + p_bytes <= p_max_staged;
     IF NOT FOUND THEN
-      RETURN sync.rate_limited(v_ps.user_pk, 'push', 'max_staged_bytes_per_user', p_max_staged, p_reap_seconds);
+      RETURN sync.rate_limited(v_ps.user_id, 'push', 'max_staged_bytes_per_user', p_max_staged, p_reap_seconds);
     END IF;
-    INSERT INTO sync.push_session_rows (push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
-    SELECT p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
+    INSERT INTO sync.push_session_rows (user_id, push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
+    SELECT v_ps.user_id, p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
            (e.r->>'o')::smallint, (e.r->>'b')::bigint,
            CASE WHEN p_form = 1 THEN sync.json_payload_form(nullif(e.r->'p', 'null'::jsonb), c.json_columns, 2::smallint)
                 ELSE nullif(e.r->'p', 'null'::jsonb) END
@@ -136,7 +136,7 @@ BEGIN
     RETURN sync.err('invalid_request', 'a key appears more than once in the bundle; send one row per key');
   END;
   UPDATE sync.push_sessions SET next_row_ordinal = p_start + v_n, byte_count = byte_count + p_bytes,
-    last_chunk_start = p_start, last_chunk_digest = p_digest WHERE push_id = p_push;
+    last_chunk_start = p_start, last_chunk_digest = p_digest WHERE user_id = v_ps.user_id AND push_id = p_push;
   RETURN jsonb_build_object('push_id', p_push, 'next_expected_row_ordinal', p_start + v_n);
 END
 $fn$
@@ -147,17 +147,17 @@ CREATE OR REPLACE FUNCTION sync.push_delete(p_user text, p_source text, p_push u
 DECLARE
   v_ps sync.push_sessions;
 BEGIN
-  SELECT s.* INTO v_ps FROM sync.push_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.push_id = p_push AND u.user_id = p_user AND s.source_id = p_source FOR UPDATE OF s;
+  SELECT s.* INTO v_ps FROM sync.push_sessions s
+   WHERE s.user_id = p_user AND s.push_id = p_push AND s.source_id = p_source FOR UPDATE OF s;
   IF NOT FOUND THEN
     RETURN sync.err('push_session_not_found', format('push session %s does not exist', p_push));
   END IF;
-  DELETE FROM sync.push_session_rows WHERE push_id = p_push;
+  DELETE FROM sync.push_session_rows WHERE user_id = v_ps.user_id AND push_id = p_push;
   -- A committed session stays until it expires so a retried commit still gets its answer.
   IF v_ps.status = 'staging' THEN
-    DELETE FROM sync.push_sessions WHERE push_id = p_push;
+    DELETE FROM sync.push_sessions WHERE user_id = v_ps.user_id AND push_id = p_push;
     UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_ps.byte_count
-     WHERE user_pk = v_ps.user_pk;
+     WHERE user_id = v_ps.user_id;
   END IF;
   RETURN jsonb_build_object('deleted', true);
 END
@@ -169,18 +169,18 @@ $fn$
  * table's canonical row text comes from SQL generated at bootstrap (table_catalog.request_rows_sql).
  */
 export const pushRequestHashSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.push_request_hash(p_push uuid) RETURNS text LANGUAGE plpgsql STABLE AS $fn$
+CREATE OR REPLACE FUNCTION sync.push_request_hash(p_user text, p_push uuid) RETURNS text LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_union text;
   v_text text;
 BEGIN
   SELECT string_agg(c.request_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
     FROM sync.table_catalog c
-   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.push_session_rows WHERE push_id = p_push);
+   WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.push_session_rows WHERE user_id = p_user AND push_id = p_push);
   IF v_union IS NULL THEN
     RETURN encode(sha256(convert_to('[]', 'UTF8')), 'hex');
   END IF;
-  EXECUTE 'SELECT string_agg(t, '','' ORDER BY o) FROM (' || v_union || ') x' INTO v_text USING p_push;
+  EXECUTE 'SELECT string_agg(t, '','' ORDER BY o) FROM (' || v_union || ') x' INTO v_text USING p_push, p_user;
   RETURN encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
 END
 $fn$

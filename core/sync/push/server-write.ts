@@ -43,7 +43,7 @@ export async function serverWrite<T>(db: Db, options: ServerWriteOptions, fn: (t
     const result = await fn(tx, options.userId);
     try {
       const [row] = await tx.query<{ answer: BundleSummary | null }>(sql`
-        SELECT sync.server_bundle_finish(${options.retainedBundlesPerUser}, ${options.rowWireBytesMax ?? rowWireBytesMax(defaultLimits)}) AS answer`);
+        SELECT sync.server_bundle_finish(${options.userId}, ${options.retainedBundlesPerUser}, ${options.rowWireBytesMax ?? rowWireBytesMax(defaultLimits)}) AS answer`);
       // The application's backend sees the summary protocol 1 clients see (bundle_hash over that form).
       return { result, bundle: row?.answer ? summaryInProtocol(row.answer, 1) : null };
     } catch (error) {

@@ -15,15 +15,15 @@ import { managedFunction } from '../../layout/managed-sql.js';
  * (`p_reap_seconds`) once it has expired and only waits to be removed.
  */
 export const rateLimitedSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.rate_limited(p_user_pk bigint, p_kind text, p_limit text, p_value bigint, p_reap_seconds integer)
+CREATE OR REPLACE FUNCTION sync.rate_limited(p_user text, p_kind text, p_limit text, p_value bigint, p_reap_seconds integer)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_oldest timestamptz;
 BEGIN
   IF p_kind = 'snapshot' THEN
-    SELECT min(expires_at) INTO v_oldest FROM sync.snapshot_sessions WHERE user_pk = p_user_pk;
+    SELECT min(expires_at) INTO v_oldest FROM sync.snapshot_sessions WHERE user_id = p_user;
   ELSE
-    SELECT min(expires_at) INTO v_oldest FROM sync.push_sessions WHERE user_pk = p_user_pk AND status = 'staging';
+    SELECT min(expires_at) INTO v_oldest FROM sync.push_sessions WHERE user_id = p_user AND status = 'staging';
   END IF;
   RETURN sync.err('rate_limited', format('this user is at %s (%s); finish, delete or let expire an open session first', p_limit, p_value),
     jsonb_build_object('limit', p_limit, 'retry_after_seconds', greatest(1, CASE WHEN v_oldest IS NULL OR v_oldest <= now() THEN p_reap_seconds

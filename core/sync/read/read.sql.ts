@@ -63,7 +63,7 @@ BEGIN
     RETURN QUERY SELECT sync.err('scope_uninitialized', 'the scope is not initialized; connect first'), NULL::text;
     RETURN;
   END IF;
-  v_err := coalesce(sync.check_source(v_us.user_pk, p_source, false), sync.check_read_scope(v_us.user_pk));
+  v_err := coalesce(sync.check_source(v_us.user_id, p_source, false), sync.check_read_scope(v_us.user_id));
   IF v_err IS NOT NULL THEN
     RETURN QUERY SELECT v_err, NULL::text;
     RETURN;
@@ -74,7 +74,7 @@ BEGIN
     RETURN;
   END IF;
   IF p_after > v_us.latest_bundle_seq OR p_after < v_us.retained_floor THEN
-    PERFORM nextval('sync.counter_history_pruned');
+    PERFORM sync.count(p_user, 'history_pruned', 1);
     RETURN QUERY SELECT sync.err('history_pruned', CASE WHEN p_after > v_us.latest_bundle_seq
       THEN format('checkpoint %s is ahead of the server''s latest bundle %s; rebuild from a snapshot', p_after, v_us.latest_bundle_seq)
       ELSE format('checkpoint %s is below the retained history floor %s; rebuild from a snapshot', p_after, v_us.retained_floor) END,
@@ -102,8 +102,8 @@ BEGIN
                             sync.wire_bytes(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes, r.op_code,
                               r.bundle_seq, r.payload, NULL, l.json_form, p_form))) + 1)
                      FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
-                    WHERE r.user_pk = l.user_pk AND r.bundle_seq = l.bundle_seq), 0) AS cost
-          FROM sync.bundle_log l WHERE l.user_pk = v_us.user_pk AND l.bundle_seq > p_after AND l.bundle_seq <= v_stable
+                    WHERE r.user_id = l.user_id AND r.bundle_seq = l.bundle_seq), 0) AS cost
+          FROM sync.bundle_log l WHERE l.user_id = v_us.user_id AND l.bundle_seq > p_after AND l.bundle_seq <= v_stable
           ORDER BY l.bundle_seq LIMIT p_max) b
   ), chosen AS (
     -- The first bundle always goes; one too large for a response goes without its rows.
@@ -118,7 +118,7 @@ BEGIN
           SELECT coalesce(string_agg(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes,
                    r.op_code, r.bundle_seq, r.payload, r.row_text, c.json_form, p_form), ',' ORDER BY r.row_ordinal), '')
             FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
-           WHERE r.user_pk = v_us.user_pk AND r.bundle_seq = c.bundle_seq) END || ']}',
+           WHERE r.user_id = v_us.user_id AND r.bundle_seq = c.bundle_seq) END || ']}',
       ',' ORDER BY c.bundle_seq), '')
     || '],"has_more":' || (coalesce(max(c.bundle_seq), p_after) < v_stable)::text || '}'
   FROM chosen c;
@@ -139,11 +139,11 @@ DECLARE
 BEGIN
   SELECT * INTO v_us FROM sync.user_state WHERE user_id = p_user;
   IF FOUND THEN
-    SELECT * INTO v_b FROM sync.bundle_log WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq;
+    SELECT * INTO v_b FROM sync.bundle_log WHERE user_id = v_us.user_id AND bundle_seq = p_seq;
   END IF;
   IF v_b.bundle_seq IS NULL THEN
-    IF v_us.user_pk IS NOT NULL AND p_seq >= 1 AND p_seq <= v_us.retained_floor THEN
-      PERFORM nextval('sync.counter_history_pruned');
+    IF v_us.user_id IS NOT NULL AND p_seq >= 1 AND p_seq <= v_us.retained_floor THEN
+      PERFORM sync.count(p_user, 'history_pruned', 1);
       RETURN QUERY SELECT sync.err('history_pruned', format('bundle %s is below the retained history floor %s; rebuild from a snapshot',
         p_seq, v_us.retained_floor), jsonb_build_object('retained_floor', v_us.retained_floor)), NULL::text;
       RETURN;
@@ -152,7 +152,7 @@ BEGIN
     RETURN;
   END IF;
   IF p_seq <= v_us.retained_floor THEN
-    PERFORM nextval('sync.counter_history_pruned');
+    PERFORM sync.count(p_user, 'history_pruned', 1);
     RETURN QUERY SELECT sync.err('history_pruned', format('bundle %s is below the retained history floor %s; rebuild from a snapshot',
       p_seq, v_us.retained_floor), jsonb_build_object('retained_floor', v_us.retained_floor)), NULL::text;
     RETURN;
@@ -171,9 +171,9 @@ BEGIN
              sync.wire_bytes(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes, r.op_code,
                r.bundle_seq, r.payload, NULL, v_b.json_form, p_form))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
     -- Ordinals are dense (0 … row_count - 1), so the page is the closed range [p_after, p_after + p_max):
-    -- a range scan of the primary key (user_pk, bundle_seq, row_ordinal). Without the upper bound
+    -- a range scan of the primary key (user_id, bundle_seq, row_ordinal). Without the upper bound
     -- a bundle's whole remainder was read and sorted for every page.
-    FROM (SELECT * FROM sync.bundle_rows WHERE user_pk = v_us.user_pk AND bundle_seq = p_seq
+    FROM (SELECT * FROM sync.bundle_rows WHERE user_id = v_us.user_id AND bundle_seq = p_seq
             AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
           ORDER BY row_ordinal) r
     JOIN sync.table_catalog tc ON tc.table_id = r.table_id

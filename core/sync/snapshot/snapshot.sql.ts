@@ -13,7 +13,7 @@ $fn$
 `);
 
 export const rotateSourceSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.rotate_source(p_user_pk bigint, p_header text, p_prev text, p_new text, p_reason text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION sync.rotate_source(p_user text, p_header text, p_prev text, p_new text, p_reason text) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_prev sync.source_state;
@@ -26,9 +26,9 @@ BEGIN
     RETURN sync.err('source_replacement_invalid', 'Sync-Source-ID must name previous_source_id or new_source_id');
   END IF;
   -- Rotations of one user serialise with its commits, briefly.
-  PERFORM 1 FROM sync.user_state WHERE user_pk = p_user_pk FOR UPDATE;
-  SELECT * INTO v_prev FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_prev;
-  SELECT * INTO v_new FROM sync.source_state WHERE user_pk = p_user_pk AND source_id = p_new;
+  PERFORM 1 FROM sync.user_state WHERE user_id = p_user FOR UPDATE;
+  SELECT * INTO v_prev FROM sync.source_state WHERE user_id = p_user AND source_id = p_prev;
+  SELECT * INTO v_new FROM sync.source_state WHERE user_id = p_user AND source_id = p_new;
   IF v_new.source_id IS NOT NULL THEN
     IF v_prev.status = 'retired' AND v_prev.replaced_by_source_id = p_new THEN
       RETURN NULL;  -- the same rotation, retried
@@ -36,8 +36,8 @@ BEGIN
     RETURN sync.err('source_replacement_invalid', format('new_source_id %s is already in use', p_new));
   END IF;
   IF v_prev.source_id IS NULL THEN
-    INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, replaced_by_source_id, created_at)
-    VALUES (p_user_pk, p_prev, 'retired', 0, p_new, now());
+    INSERT INTO sync.source_state (user_id, source_id, status, last_source_bundle_id, replaced_by_source_id, created_at)
+    VALUES (p_user, p_prev, 'retired', 0, p_new, now());
   ELSIF v_prev.status = 'retired' AND p_reason = 'source_retired' THEN
     -- A device whose source another device retired (a cloned database) asks for a fresh one:
     -- the previous source stays retired, replaced by the first rotation; nothing else moves.
@@ -47,10 +47,10 @@ BEGIN
       p_prev, v_prev.replaced_by_source_id));
   ELSE
     UPDATE sync.source_state SET status = 'retired', replaced_by_source_id = p_new
-     WHERE user_pk = p_user_pk AND source_id = p_prev;
+     WHERE user_id = p_user AND source_id = p_prev;
   END IF;
-  INSERT INTO sync.source_state (user_pk, source_id, status, last_source_bundle_id, created_at)
-  VALUES (p_user_pk, p_new, 'reserved', 0, now());
+  INSERT INTO sync.source_state (user_id, source_id, status, last_source_bundle_id, created_at)
+  VALUES (p_user, p_new, 'reserved', 0, now());
   RETURN NULL;
 END
 $fn$
@@ -103,23 +103,23 @@ BEGIN
     RETURN sync.err('scope_uninitialized', 'the scope is not initialized; connect first');
   END IF;
   IF p_new IS NOT NULL THEN
-    v_err := sync.rotate_source(v_us.user_pk, p_source, p_prev, p_new, p_reason);
+    v_err := sync.rotate_source(v_us.user_id, p_source, p_prev, p_new, p_reason);
   ELSE
-    v_err := sync.check_source(v_us.user_pk, p_source, true);
+    v_err := sync.check_source(v_us.user_id, p_source, true);
   END IF;
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
-  v_err := sync.check_read_scope(v_us.user_pk);
+  v_err := sync.check_read_scope(v_us.user_id);
   IF v_err IS NOT NULL THEN
     RETURN v_err;
   END IF;
   -- Before any row is copied: one more open snapshot, unless the user is at
   -- max_open_snapshot_sessions_per_user. (A rotation above stays: retried, it is idempotent.)
-  INSERT INTO sync.user_quota AS q (user_pk, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_us.user_pk, 0, 1, 0)
-  ON CONFLICT (user_pk) DO UPDATE SET open_snapshot_sessions = q.open_snapshot_sessions + 1 WHERE q.open_snapshot_sessions < p_max_open;
+  INSERT INTO sync.user_quota AS q (user_id, open_push_sessions, open_snapshot_sessions, staged_bytes) VALUES (v_us.user_id, 0, 1, 0)
+  ON CONFLICT (user_id) DO UPDATE SET open_snapshot_sessions = q.open_snapshot_sessions + 1 WHERE q.open_snapshot_sessions < p_max_open;
   IF NOT FOUND THEN
-    RETURN sync.rate_limited(v_us.user_pk, 'snapshot', 'max_open_snapshot_sessions_per_user', p_max_open, p_reap_seconds);
+    RETURN sync.rate_limited(v_us.user_id, 'snapshot', 'max_open_snapshot_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
   -- The render key covers the form: the row SQL is protocol 1's where a table's json differs.
   SELECT string_agg(v.row_sql, ' UNION ALL ' ORDER BY v.table_id),
@@ -132,16 +132,16 @@ BEGIN
   -- for this session too. The lock orders this with maintenance and with the delete of the last
   -- session, which both re-check the expiry.
   SELECT * INTO v_data FROM sync.snapshot_data
-   WHERE user_pk = v_us.user_pk AND snapshot_bundle_seq = v_us.latest_bundle_seq AND render_key = v_render AND expires_at > now()
+   WHERE user_id = v_us.user_id AND snapshot_bundle_seq = v_us.latest_bundle_seq AND render_key = v_render AND expires_at > now()
    ORDER BY expires_at DESC LIMIT 1 FOR UPDATE;
   IF FOUND THEN
-    UPDATE sync.snapshot_data SET expires_at = greatest(expires_at, now() + make_interval(secs => p_ttl_seconds)) WHERE data_id = v_data.data_id;
-    INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
-    VALUES (v_id, v_us.user_pk, coalesce(p_new, p_source), v_data.snapshot_bundle_seq, v_data.row_count, v_data.byte_count, now(),
+    UPDATE sync.snapshot_data SET expires_at = greatest(expires_at, now() + make_interval(secs => p_ttl_seconds)) WHERE user_id = v_us.user_id AND data_id = v_data.data_id;
+    INSERT INTO sync.snapshot_sessions (snapshot_id, user_id, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
+    VALUES (v_id, v_us.user_id, coalesce(p_new, p_source), v_data.snapshot_bundle_seq, v_data.row_count, v_data.byte_count, now(),
             now() + make_interval(secs => p_ttl_seconds), v_data.data_id, p_form);
   ELSE
     EXECUTE format($q$
-      WITH latest AS (SELECT latest_bundle_seq FROM sync.user_state WHERE user_pk = $3),
+      WITH latest AS (SELECT latest_bundle_seq FROM sync.user_state WHERE user_id = $3),
       src AS (%s),
       rendered AS (
         SELECT (row_number() OVER w)::integer - 1 AS ordinal, t.row_text, sum(octet_length(t.row_text) + 1) OVER w - octet_length(t.row_text) - 1 AS bytes_before
@@ -150,9 +150,9 @@ BEGIN
                                tc.row_json_prefix || s.key_json || '},"row_version":'
                                  -- A probe of row_state's primary key per row (OFFSET 0: never flattened into a
                                  -- join): with statistics from before a bulk load the planner joined the user's
-                                 -- row_state by (user_pk, table_id) alone and filtered it per row (22 s for 100k).
+                                 -- row_state by (user_id, table_id) alone and filtered it per row (22 s for 100k).
                                  || coalesce((SELECT rs.row_version FROM sync.row_state rs
-                                               WHERE rs.user_pk = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes OFFSET 0), 0)
+                                               WHERE rs.user_id = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes OFFSET 0), 0)
                                  || ',"payload":' || s.payload_text || '}' AS row_text
                           FROM src s
                           JOIN sync.table_catalog tc ON tc.table_id = s.table_id
@@ -162,22 +162,22 @@ BEGIN
       chunks AS (
         -- The size on the wire as sync.wire_bytes counts it (each quote and backslash once more; a
         -- line break stands for the comma between rows), in one pass over the chunk.
-        INSERT INTO sync.snapshot_chunks (data_id, first_ordinal, row_count, wire_bytes, body)
-        SELECT $2, g.first_ordinal, g.row_count, 2 * octet_length(g.body) - octet_length(replace(replace(g.body, '"', ''), '\', '')), g.body
+        INSERT INTO sync.snapshot_chunks (user_id, data_id, first_ordinal, row_count, wire_bytes, body)
+        SELECT $3, $2, g.first_ordinal, g.row_count, 2 * octet_length(g.body) - octet_length(replace(replace(g.body, '"', ''), '\', '')), g.body
           FROM (SELECT min(ordinal) AS first_ordinal, count(*)::integer AS row_count, string_agg(row_text, E'\n' ORDER BY ordinal) AS body
                   -- Both bounds grow with the ordinal, so each pair is one run of consecutive rows.
                   FROM rendered GROUP BY ordinal / $6, bytes_before / $7) g
         RETURNING row_count, wire_bytes),
       data AS (
-        INSERT INTO sync.snapshot_data (data_id, user_pk, snapshot_bundle_seq, render_key, row_count, byte_count, created_at, expires_at)
+        INSERT INTO sync.snapshot_data (data_id, user_id, snapshot_bundle_seq, render_key, row_count, byte_count, created_at, expires_at)
         SELECT $2, $3, (SELECT latest_bundle_seq FROM latest), $8, (SELECT coalesce(sum(row_count), 0) FROM chunks),
                (SELECT coalesce(sum(wire_bytes + 1), 0) FROM chunks), now(), now() + make_interval(secs => $5)
         RETURNING *)
-      INSERT INTO sync.snapshot_sessions (snapshot_id, user_pk, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
+      INSERT INTO sync.snapshot_sessions (snapshot_id, user_id, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
       SELECT $2, $3, $4, d.snapshot_bundle_seq, d.row_count, d.byte_count, d.created_at, d.expires_at, d.data_id, $9 FROM data d
-    $q$, v_union) USING p_user, v_id, v_us.user_pk, coalesce(p_new, p_source), p_ttl_seconds, ${SNAPSHOT_CHUNK_ROWS}, ${SNAPSHOT_CHUNK_BYTES}, v_render, p_form;
+    $q$, v_union) USING p_user, v_id, v_us.user_id, coalesce(p_new, p_source), p_ttl_seconds, ${SNAPSHOT_CHUNK_ROWS}, ${SNAPSHOT_CHUNK_BYTES}, v_render, p_form;
   END IF;
-  SELECT * INTO STRICT v_s FROM sync.snapshot_sessions WHERE snapshot_id = v_id;
+  SELECT * INTO STRICT v_s FROM sync.snapshot_sessions WHERE user_id = v_us.user_id AND snapshot_id = v_id;
   RETURN jsonb_build_object('snapshot_id', v_id, 'snapshot_bundle_seq', v_s.snapshot_bundle_seq, 'row_count', v_s.row_count,
     'byte_count', v_s.byte_count, 'expires_at', sync.rfc3339(v_s.expires_at));
 END
@@ -212,8 +212,8 @@ DECLARE
   v_row_wire bigint;
   v_rows text[];
 BEGIN
-  SELECT s.* INTO v_s FROM sync.snapshot_sessions s JOIN sync.user_state u ON u.user_pk = s.user_pk
-   WHERE s.snapshot_id = p_snapshot AND u.user_id = p_user;
+  SELECT s.* INTO v_s FROM sync.snapshot_sessions s
+   WHERE s.user_id = p_user AND s.snapshot_id = p_snapshot;
   IF NOT FOUND THEN
     RETURN QUERY SELECT sync.err('snapshot_session_not_found', format('snapshot session %s does not exist', p_snapshot)), NULL::text;
     RETURN;
@@ -238,7 +238,7 @@ BEGIN
              sum(coalesce(r.wire_bytes, sync.wire_bytes(sync.snapshot_row_text(tc.row_json_prefix, tc.key_kind, r.key_bytes, r.row_version,
                r.payload))) + 1) OVER (ORDER BY r.row_ordinal) + v_envelope AS cumulative
       -- Ordinals are dense, so the page is the range [p_after, p_after + p_max) of the primary key.
-      FROM (SELECT * FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot
+      FROM (SELECT * FROM sync.snapshot_session_rows WHERE user_id = p_user AND snapshot_id = p_snapshot
               AND row_ordinal >= p_after AND row_ordinal < p_after + p_max
             ORDER BY row_ordinal) r
       JOIN sync.table_catalog tc ON tc.table_id = r.table_id
@@ -259,8 +259,8 @@ BEGIN
   IF p_after < v_end THEN
     -- The chunk holding row p_after, then the following ones up to the page's end.
     FOR v_c IN SELECT c.first_ordinal, c.row_count, c.wire_bytes, c.body FROM sync.snapshot_chunks c
-                WHERE c.data_id = v_s.data_id AND c.first_ordinal < v_end
-                  AND c.first_ordinal >= (SELECT max(x.first_ordinal) FROM sync.snapshot_chunks x WHERE x.data_id = v_s.data_id AND x.first_ordinal <= p_after)
+                WHERE c.user_id = p_user AND c.data_id = v_s.data_id AND c.first_ordinal < v_end
+                  AND c.first_ordinal >= (SELECT max(x.first_ordinal) FROM sync.snapshot_chunks x WHERE x.user_id = p_user AND x.data_id = v_s.data_id AND x.first_ordinal <= p_after)
                 ORDER BY c.first_ordinal LOOP
       v_from := (v_next - v_c.first_ordinal)::integer;
       v_to := (least(v_end, v_c.first_ordinal + v_c.row_count) - v_c.first_ordinal)::integer;
@@ -308,24 +308,23 @@ export const SNAPSHOT_DATA_GRACE = '2 minutes';
 export const snapshotDeleteSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_delete(p_user text, p_snapshot uuid) RETURNS jsonb LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_user_pk bigint;
   v_data uuid;
 BEGIN
-  DELETE FROM sync.snapshot_sessions s USING sync.user_state u
-   WHERE s.snapshot_id = p_snapshot AND u.user_pk = s.user_pk AND u.user_id = p_user
-  RETURNING s.user_pk, s.data_id INTO v_user_pk, v_data;
+  DELETE FROM sync.snapshot_sessions s
+   WHERE s.user_id = p_user AND s.snapshot_id = p_snapshot
+  RETURNING s.data_id INTO v_data;
   IF NOT FOUND THEN
     RETURN sync.err('snapshot_session_not_found', format('snapshot session %s does not exist', p_snapshot));
   END IF;
-  DELETE FROM sync.snapshot_session_rows WHERE snapshot_id = p_snapshot;
+  DELETE FROM sync.snapshot_session_rows WHERE user_id = p_user AND snapshot_id = p_snapshot;
   IF v_data IS NOT NULL THEN
     -- Locked first, so a create sharing the data set meanwhile (it extends the expiry) and a
     -- concurrent delete of its other session are seen.
-    PERFORM 1 FROM sync.snapshot_data WHERE data_id = v_data FOR UPDATE;
+    PERFORM 1 FROM sync.snapshot_data WHERE user_id = p_user AND data_id = v_data FOR UPDATE;
     UPDATE sync.snapshot_data d SET expires_at = least(d.expires_at, now() + interval '${SNAPSHOT_DATA_GRACE}')
-     WHERE d.data_id = v_data AND NOT EXISTS (SELECT 1 FROM sync.snapshot_sessions s WHERE s.data_id = v_data);
+     WHERE d.user_id = p_user AND d.data_id = v_data AND NOT EXISTS (SELECT 1 FROM sync.snapshot_sessions s WHERE s.user_id = p_user AND s.data_id = v_data);
   END IF;
-  UPDATE sync.user_quota SET open_snapshot_sessions = open_snapshot_sessions - 1 WHERE user_pk = v_user_pk;
+  UPDATE sync.user_quota SET open_snapshot_sessions = open_snapshot_sessions - 1 WHERE user_id = p_user;
   RETURN jsonb_build_object('deleted', true);
 END
 $fn$

@@ -24,20 +24,20 @@ export const noteOutcomeSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.note_outcome(p_user_id text, p_source_id text, p_kind text, p_detail jsonb)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_user_pk bigint;
+  v_user text;
   v_note jsonb;
   v_bytes bigint;
 BEGIN
-  SELECT user_pk INTO v_user_pk FROM sync.user_state WHERE user_id = p_user_id;
-  IF v_user_pk IS NULL OR p_kind NOT IN ('conflict', 'rejection') THEN
+  SELECT user_id INTO v_user FROM sync.user_state WHERE user_id = p_user_id;
+  IF v_user IS NULL OR p_kind NOT IN ('conflict', 'rejection') THEN
     RETURN;
   END IF;
   v_note := jsonb_build_object('source_id', p_source_id) || coalesce(p_detail, '{}'::jsonb);
-  INSERT INTO sync.user_outcomes AS o (user_pk, last_conflict_at, last_conflict, last_rejection_at, last_rejection)
-  VALUES (v_user_pk,
+  INSERT INTO sync.user_outcomes AS o (user_id, last_conflict_at, last_conflict, last_rejection_at, last_rejection)
+  VALUES (v_user,
           CASE WHEN p_kind = 'conflict' THEN now() END, CASE WHEN p_kind = 'conflict' THEN v_note END,
           CASE WHEN p_kind = 'rejection' THEN now() END, CASE WHEN p_kind = 'rejection' THEN v_note END)
-  ON CONFLICT (user_pk) DO UPDATE SET
+  ON CONFLICT (user_id) DO UPDATE SET
     last_conflict_at = CASE WHEN p_kind = 'conflict' THEN now() ELSE o.last_conflict_at END,
     last_conflict = CASE WHEN p_kind = 'conflict' THEN v_note ELSE o.last_conflict END,
     last_rejection_at = CASE WHEN p_kind = 'rejection' THEN now() ELSE o.last_rejection_at END,
@@ -48,12 +48,12 @@ BEGIN
   IF p_kind = 'rejection' AND p_detail ? 'push_id' THEN
     UPDATE sync.push_sessions SET status = 'rejected', rejection = jsonb_build_object('error', 'push_rejected',
         'message', p_detail->>'message', 'violation', p_detail->'violation')
-     WHERE push_id = (p_detail->>'push_id')::uuid AND user_pk = v_user_pk AND status = 'staging'
+     WHERE user_id = v_user AND push_id = (p_detail->>'push_id')::uuid AND status = 'staging'
     RETURNING byte_count INTO v_bytes;
     IF FOUND THEN
       UPDATE sync.user_quota SET open_push_sessions = open_push_sessions - 1, staged_bytes = staged_bytes - v_bytes
-       WHERE user_pk = v_user_pk;
-      DELETE FROM sync.push_session_rows WHERE push_id = (p_detail->>'push_id')::uuid;
+       WHERE user_id = v_user;
+      DELETE FROM sync.push_session_rows WHERE user_id = v_user AND push_id = (p_detail->>'push_id')::uuid;
     END IF;
   END IF;
 END
@@ -71,9 +71,9 @@ $fn$
  * - open push and snapshot sessions and staged bytes (the per-user cap counters), and the oldest
  *   open session's expiry;
  * - the last conflict and the last rejection, with their reasons.
- * Reads: user_state by user_id (unique), scope_state, user_quota, user_outcomes by user_pk
- * (primary keys), source_state by its (user_pk, …) primary key prefix, bundle_log by its
- * (user_pk, source_id, source_bundle_id) unique key, sessions by their (user_pk, expires_at)
+ * Reads: user_state by user_id (unique), scope_state, user_quota, user_outcomes by user_id
+ * (primary keys), source_state by its (user_id, …) primary key prefix, bundle_log by its
+ * (user_id, source_id, source_bundle_id) unique key, sessions by their (user_id, expires_at)
  * indexes.
  */
 export const userStatusSql = managedFunction(String.raw`
@@ -88,13 +88,13 @@ DECLARE
   v_source_count integer;
 BEGIN
   SELECT * INTO v_user FROM sync.user_state WHERE user_id = p_user_id;
-  IF v_user.user_pk IS NULL THEN
+  IF v_user.user_id IS NULL THEN
     RETURN NULL;
   END IF;
-  SELECT * INTO v_scope FROM sync.scope_state WHERE user_pk = v_user.user_pk;
-  SELECT * INTO v_quota FROM sync.user_quota WHERE user_pk = v_user.user_pk;
-  SELECT * INTO v_outcomes FROM sync.user_outcomes WHERE user_pk = v_user.user_pk;
-  SELECT count(*)::integer INTO v_source_count FROM sync.source_state WHERE user_pk = v_user.user_pk;
+  SELECT * INTO v_scope FROM sync.scope_state WHERE user_id = v_user.user_id;
+  SELECT * INTO v_quota FROM sync.user_quota WHERE user_id = v_user.user_id;
+  SELECT * INTO v_outcomes FROM sync.user_outcomes WHERE user_id = v_user.user_id;
+  SELECT count(*)::integer INTO v_source_count FROM sync.source_state WHERE user_id = v_user.user_id;
   SELECT coalesce(jsonb_agg(s ORDER BY s.created_at DESC, s.source_id), '[]'::jsonb) INTO v_sources FROM (
     SELECT src.source_id, src.status, src.replaced_by_source_id, src.created_at,
            nullif(src.last_source_bundle_id, 0) AS last_source_bundle_id,
@@ -102,26 +102,26 @@ BEGIN
            CASE WHEN b.bundle_seq IS NOT NULL THEN v_user.latest_bundle_seq - b.bundle_seq END AS bundles_since_last_push
       FROM sync.source_state src
       LEFT JOIN sync.bundle_log b
-        ON b.user_pk = src.user_pk AND b.source_id = src.source_id AND b.source_bundle_id = src.last_source_bundle_id
-     WHERE src.user_pk = v_user.user_pk
+        ON b.user_id = src.user_id AND b.source_id = src.source_id AND b.source_bundle_id = src.last_source_bundle_id
+     WHERE src.user_id = v_user.user_id
      ORDER BY src.created_at DESC, src.source_id
      LIMIT p_max_sources) s;
   RETURN jsonb_build_object(
     'user_id', v_user.user_id,
     'created_at', v_user.created_at,
     'latest_bundle_seq', v_user.latest_bundle_seq,
-    'latest_committed_at', (SELECT committed_at FROM sync.bundle_log WHERE user_pk = v_user.user_pk AND bundle_seq = v_user.latest_bundle_seq),
+    'latest_committed_at', (SELECT committed_at FROM sync.bundle_log WHERE user_id = v_user.user_id AND bundle_seq = v_user.latest_bundle_seq),
     'retained_floor', v_user.retained_floor,
     'pruned_through', v_user.pruned_through,
-    'scope', CASE WHEN v_scope.user_pk IS NULL THEN NULL ELSE jsonb_build_object(
+    'scope', CASE WHEN v_scope.user_id IS NULL THEN NULL ELSE jsonb_build_object(
       'status', v_scope.status, 'lease_source_id', v_scope.lease_source_id, 'lease_expires_at', v_scope.lease_expires_at) END,
     'source_count', v_source_count,
     'sources', v_sources,
     'open_push_sessions', coalesce(v_quota.open_push_sessions, 0),
     'open_snapshot_sessions', coalesce(v_quota.open_snapshot_sessions, 0),
     'staged_bytes', coalesce(v_quota.staged_bytes, 0),
-    'oldest_push_session_expires_at', (SELECT min(expires_at) FROM sync.push_sessions WHERE user_pk = v_user.user_pk),
-    'oldest_snapshot_session_expires_at', (SELECT min(expires_at) FROM sync.snapshot_sessions WHERE user_pk = v_user.user_pk),
+    'oldest_push_session_expires_at', (SELECT min(expires_at) FROM sync.push_sessions WHERE user_id = v_user.user_id),
+    'oldest_snapshot_session_expires_at', (SELECT min(expires_at) FROM sync.snapshot_sessions WHERE user_id = v_user.user_id),
     'last_conflict', CASE WHEN v_outcomes.last_conflict IS NULL THEN NULL
       ELSE v_outcomes.last_conflict || jsonb_build_object('at', v_outcomes.last_conflict_at) END,
     'last_rejection', CASE WHEN v_outcomes.last_rejection IS NULL THEN NULL
