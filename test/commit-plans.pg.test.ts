@@ -108,4 +108,35 @@ describe('a commit reads only what its bundle names, on an analyzed database', (
     ];
     expectBounded(await commitRecorded(await stage(rows, 2)), rows.length);
   });
+
+  // Issue 27 item 2: the hash statement of a one-table bundle used to be flattened into its
+  // aggregates, so each row's canonical text was rendered once per aggregate reading it (four).
+  it('the bundle hash renders each committed row once, and protocol 2\'s text only for tables with a json column', async () => {
+    const rows = Array.from({ length: 20 }, () => list(uuid(), 'hashed once'));
+    const hash = (await commitRecorded(await stage(rows, 3))).filter((p) => p.query.includes('sum(octet_length(t))'));
+    expect(hash).toHaveLength(1);
+    // The row texts come out of a subquery evaluated once, below the aggregates.
+    expect(nodesOf(hash[0]!.plan).map((n) => n['Node Type'])).toContain('Subquery Scan');
+    expect(hash[0]!.query).not.toContain('coalesce(t2, t)');
+  });
+
+  it('a protocol 1 chunk of a table without json columns converts no payload (no per-row function call)', async () => {
+    const created = await heavy.post('/sync/push-sessions', { source_bundle_id: 4, planned_row_count: 3 });
+    expectStatus(created, 200);
+    const tableId = (await s.t.exec(`SELECT table_id FROM sync.table_catalog WHERE schema_name = 'app' AND table_name = 'lists'`)).rows[0].table_id as number;
+    const rows = [uuid(), uuid(), uuid()].map((id) => ({ t: tableId, k: id, o: 1, b: 0, p: { id, title: 'staged' } }));
+    const client = recorder.client;
+    await client.query(`SET track_functions = 'all'`);
+    await client.query('BEGIN');
+    try {
+      const answer = (await client.query(`SELECT sync.push_chunk('heavy', 'heavy-dev', $1::uuid, 0, $2::jsonb, 100, 'digest', 1000000) AS a`,
+        [created.body.push_id, JSON.stringify(rows)])).rows[0].a;
+      expect(answer).toMatchObject({ next_expected_row_ordinal: 3 });
+      const calls = await client.query(`SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE schemaname = 'sync' AND funcname = 'json_payload_form'`);
+      expect(calls.rows).toEqual([]);
+    } finally {
+      await client.query('ROLLBACK');
+      await client.query('RESET track_functions');
+    }
+  });
 });

@@ -173,8 +173,8 @@ describe('a database at layout 17 upgrades to 18 with its data: every per-user r
         Object.fromEntries((await t.exec(`SELECT name, value::int AS v FROM sync.counter_totals`)).rows.map((r) => [r.name, r.v]));
       const before = await totals();
 
-      // Bootstrap applies 0018 (and rewrites the catalog's generated SQL), as an operator's upgrade does.
-      expect(await bootstrap(t.db, { tables: APP_TABLES })).toMatchObject({ layoutFrom: 17, layoutTo: 18 });
+      // Bootstrap applies 0018 and what follows (and rewrites the catalog's generated SQL), as an operator's upgrade does.
+      expect(await bootstrap(t.db, { tables: APP_TABLES })).toMatchObject({ layoutFrom: 17, layoutTo: LAYOUT_VERSION });
       for (const [table, rows] of expected) {
         expect(rows.length, `${table} has rows to migrate`).toBeGreaterThan(0);
         expect(await perUser(`SELECT user_id FROM sync.${table}`), table).toEqual(rows);

@@ -46,6 +46,7 @@ DECLARE
   v_text text;
   v_text_v2 text;
   v_differs boolean;
+  v_json boolean;
   v_big record;
 BEGIN
   WITH ins AS (
@@ -96,12 +97,16 @@ BEGIN
 
   -- bundle_hash: RFC 8785 text of each committed row from SQL generated per table at bootstrap
   -- (keys pre-sorted, value types known), so hashing is concatenation, not JSON walking.
-  SELECT string_agg(c.hash_rows_sql, ' UNION ALL ' ORDER BY c.table_id) INTO v_union
+  SELECT string_agg(c.hash_rows_sql, ' UNION ALL ' ORDER BY c.table_id), bool_or(c.json_columns IS NOT NULL) INTO v_union, v_json
     FROM sync.table_catalog c
    WHERE c.table_id IN (SELECT DISTINCT table_id FROM sync.bundle_rows WHERE user_id = p_user AND bundle_seq = p_seq);
   IF v_union IS NOT NULL THEN
-    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)), string_agg(coalesce(t2, t), '','' ORDER BY o), '
-      || 'coalesce(bool_or(t2 <> t), false) FROM (' || v_union || ') x'
+    -- OFFSET 0: a bundle of one table would otherwise be flattened into the aggregates, and the
+    -- row text computed once per aggregate that reads it. Protocol 2's text (t2) exists only for
+    -- tables with a json column; for the others its aggregates would be a second sort of t.
+    EXECUTE 'SELECT string_agg(t, '','' ORDER BY o), sum(octet_length(t)), '
+      || CASE WHEN v_json THEN 'string_agg(coalesce(t2, t), '','' ORDER BY o), coalesce(bool_or(t2 <> t), false)' ELSE 'NULL::text, false' END
+      || ' FROM (SELECT * FROM (' || v_union || ') u OFFSET 0) x'
       INTO v_text, v_bytes, v_text_v2, v_differs USING p_user, p_seq;
   END IF;
   v_hash := encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');

@@ -128,7 +128,8 @@ BEGIN
     INSERT INTO sync.push_session_rows (user_id, push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
     SELECT v_ps.user_id, p_push, p_start + (e.ord - 1)::integer, c.table_id, sync.key_bytes(c.key_kind, e.r->>'k'),
            (e.r->>'o')::smallint, (e.r->>'b')::bigint,
-           CASE WHEN p_form = 1 THEN sync.json_payload_form(nullif(e.r->'p', 'null'::jsonb), c.json_columns, 2::smallint)
+           -- Only tables with a json column: the call is not inlined, and costs ~6 µs a row even when it changes nothing.
+           CASE WHEN p_form = 1 AND c.json_columns IS NOT NULL THEN sync.json_payload_form(nullif(e.r->'p', 'null'::jsonb), c.json_columns, 2::smallint)
                 ELSE nullif(e.r->'p', 'null'::jsonb) END
       FROM jsonb_array_elements(p_rows) WITH ORDINALITY e(r, ord)
       JOIN sync.table_catalog c ON c.table_id = (e.r->>'t')::smallint;
