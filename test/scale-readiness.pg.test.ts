@@ -137,7 +137,8 @@ async function runScenario(client: pg.Client, tables: Map<string, number>): Prom
   expect(key).not.toBeNull();
   expect((await call(`SELECT sync.unstorable_column($1, $2::uuid, $3::smallint, $4::bytea) AS c`, [user, unstorable.pushId, kinds, key])).c).toBe('big');
   await call(`SELECT sync.push_delete($1, $2, $3::uuid)`, [user, source, unstorable.pushId]);
-  // Reads: pull, a committed bundle's rows, a snapshot (create, page, delete).
+  // Reads: the long poll's read, pull, a committed bundle's rows, a snapshot (create, page, delete).
+  expect(Number((await call(`SELECT sync.watch_latest($1) AS latest`, [user])).latest)).toBeGreaterThan(0);
   expect((await call(`SELECT error, body FROM sync.pull($1, $2, 0, 100, NULL, $3)`, [user, source, MAX_BUDGET])).error).toBeNull();
   expect((await call(`SELECT error, body FROM sync.committed_rows($1, 1, 0, 1000, $2)`, [user, MAX_BUDGET])).error).toBeNull();
   const snapshot = await answer('sync.snapshot_create', '$1, $2, NULL, NULL, NULL, 900', [user, 'ready-dev-2']);

@@ -20,7 +20,7 @@ import { defaultLimits, type Limits } from '../limits.js';
 /** The managed functions a request (or maintenance) calls directly. */
 export const REQUEST_FUNCTIONS = [
   'connect', 'push_create', 'push_chunk', 'push_commit', 'push_delete', 'pull', 'committed_rows', 'snapshot_create',
-  'snapshot_page', 'snapshot_delete', 'layout_state', 'count', 'server_bundle_begin', 'server_bundle_finish', 'maintenance_step',
+  'snapshot_page', 'snapshot_delete', 'watch_latest', 'status_facts', 'layout_state', 'count', 'server_bundle_begin', 'server_bundle_finish', 'maintenance_step',
 ] as const;
 
 export type TimeBounds = Pick<Limits, 'statementTimeoutMs' | 'lockTimeoutMs' | 'idleInTransactionTimeoutMs' | 'clientCheckIntervalMs' | 'maxSourcesPerUser'>;

@@ -80,6 +80,7 @@ export const REQUEST_PATH_FUNCTIONS: readonly DelegatedFunction[] = [
   { name: 'sync.push_delete', scopeArgument: 'p_user', note: 'DELETE /sync/push-sessions/{id}' },
   { name: 'sync.pull', scopeArgument: 'p_user', note: 'GET /sync/pull' },
   { name: 'sync.committed_rows', scopeArgument: 'p_user', note: 'GET /sync/committed-bundles/{seq}/rows' },
+  { name: 'sync.watch_latest', scopeArgument: 'p_user', note: 'GET /sync/watch (each read of the long poll)' },
   { name: 'sync.snapshot_create', scopeArgument: 'p_user', note: 'POST /sync/snapshot-sessions' },
   { name: 'sync.snapshot_page', scopeArgument: 'p_user', note: 'GET /sync/snapshot-sessions/{id}' },
   { name: 'sync.snapshot_delete', scopeArgument: 'p_user', note: 'DELETE /sync/snapshot-sessions/{id}' },

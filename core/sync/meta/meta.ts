@@ -83,6 +83,12 @@ export async function health(db: Queryable): Promise<Health> {
   };
 }
 
+/**
+ * The layout whose `sync.status_facts` reads with the lock bound of a request; on layouts 18 and 19
+ * status reads with the plain SELECT below (bounded only by the query timeout).
+ */
+const STATUS_READ_LAYOUT = 20;
+
 /** Lifecycle and operability from counters and small tables: one round trip. */
 export async function status(db: Queryable, catalog: Catalog, limits: Limits): Promise<Record<string, unknown>> {
   const ledger = new Set<string>(LEDGER_COUNTERS);
@@ -97,7 +103,9 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
   ].join(' UNION ALL ');
   // users_registered_max_pk keeps its name (an operator's dashboards read it); since layout 18 there
   // is no user_pk sequence to read, so it is the number of users, counted (the operator's endpoint only).
-  const [row] = await db.query<{ counters: Record<string, number>; meta: Record<string, string>; sessions: Record<string, number> }>(sql`
+  const [row] = await db.query<{ counters: Record<string, number>; meta: Record<string, string>; sessions: Record<string, number> }>(catalog.layoutVersion >= STATUS_READ_LAYOUT
+    ? sql`SELECT counters, meta, sessions FROM sync.status_facts()`
+    : sql`
     SELECT (SELECT jsonb_object_agg(name, value) FROM (SELECT name, sum(value)::bigint AS value FROM (${sqlRaw(counterSql)}) c GROUP BY name) c) AS counters,
            (SELECT jsonb_object_agg(key, value) FROM sync.meta WHERE key IN ('ready', 'created_at')) AS meta,
            jsonb_build_object(

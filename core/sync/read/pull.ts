@@ -20,6 +20,12 @@ export async function pull(ctx: SyncContext, actor: Actor, params: PullParams): 
   return unwrapPage(row);
 }
 
+/**
+ * The layout whose `sync.watch_latest` carries the lock bound of a request; on older layouts the
+ * watch reads with a plain SELECT (bounded only by the query timeout).
+ */
+const WATCH_READ_LAYOUT = 20;
+
 export interface WatchOptions {
   /** Aborts when the caller is gone (the local gateway's connection closed): no more work for it. */
   readonly signal?: AbortSignal | undefined;
@@ -47,8 +53,9 @@ export async function watch(ctx: SyncContext, actor: Actor, afterBundleSeq: numb
   // left, wait 25 s, the last read missed the deadline and answered 503).
   const deadline = Math.min(Date.now() + wait * 1000, options.answerBy ?? Infinity);
   for (;;) {
-    const [row] = await ctx.db.query<{ latest: string }>(sql`
-      SELECT latest_bundle_seq AS latest FROM sync.user_state WHERE user_id = ${actor.userId}`);
+    const [row] = await ctx.db.query<{ latest: string | null }>(ctx.catalog.layoutVersion >= WATCH_READ_LAYOUT
+      ? sql`SELECT sync.watch_latest(${actor.userId}) AS latest`
+      : sql`SELECT latest_bundle_seq AS latest FROM sync.user_state WHERE user_id = ${actor.userId}`);
     const latest = Number(row?.latest ?? 0);
     if (latest > afterBundleSeq) return { latest_bundle_seq: latest, changed: true };
     // The last wait is cut to the deadline, so "no change" is answered after the full wait,
