@@ -191,10 +191,11 @@ async function upsertSetBased(tx: SqliteStatements, t: TableModel, data: readonl
       return values;
     }));
   const tbl = lit(t.local);
-  const applied = (await tx.run(
+  // Capture is off and nothing is pending: the capture and base triggers would skip every row.
+  const applied = await withoutCaptureTriggers(tx, t, data.length >= BULK_ROWS ? ['ins', 'upd', 'base_upd'] : [], async () => (await tx.run(
     `INSERT INTO ${qi(t.local)} (${cols.join(', ')}) SELECT ${cols.map((c) => `s.${c}`).join(', ')} FROM ${scratch} s ` +
     `WHERE coalesce((SELECT m.row_version FROM _sync_row_meta m WHERE m.tbl = ${tbl} AND m.key = s.${key}), -1) < s._sync_version ` +
-    `ORDER BY s.rowid ${onKeyConflict(t)}`)).changes;
+    `ORDER BY s.rowid ${onKeyConflict(t)}`)).changes);
   await tx.run(
     `INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) SELECT ${tbl}, s.${key}, s._sync_version, 0 FROM ${scratch} s WHERE 1 ORDER BY s.rowid ` +
     'ON CONFLICT (tbl, key) DO UPDATE SET row_version = excluded.row_version, deleted = excluded.deleted WHERE excluded.row_version > _sync_row_meta.row_version');
@@ -281,12 +282,42 @@ export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel,
   }
 }
 
+/**
+ * From this many rows a bulk write of server rows drops the capture triggers for its statement
+ * (withoutCaptureTriggers). Creating the insert trigger again (its program holds the local-form
+ * checks) took 1–4 ms in the hydration benchmark, what its skipped program costs ~100–200 rows;
+ * a small pull (the common case) keeps its triggers and pays nothing.
+ */
+const BULK_ROWS = 256;
+
+/**
+ * Runs `fn` (a bulk write of server rows, inside the caller's transaction with capture off) with
+ * the table's capture triggers of `suffixes` dropped, and creates them again, as they were, before
+ * the transaction commits. A trigger costs every row it fires on its WHEN and its program even
+ * while capture is off, as much as the insert itself (bench/README.md); SQLite's DDL is
+ * transactional, so a rollback (or a crash) brings the triggers back with the rows gone, and no
+ * other connection ever sees the table without them. The app's own triggers stay.
+ */
+async function withoutCaptureTriggers<T>(tx: SqliteStatements, t: TableModel, suffixes: readonly string[], fn: () => Promise<T>): Promise<T> {
+  if (suffixes.length === 0) return fn();
+  const names = suffixes.map((s) => `_sync_trg_${t.local}_${s}`);
+  const saved = await tx.query<{ name: string; sql: string }>(
+    `SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name IN (${names.map(() => '?').join(', ')})`, [t.local, ...names]);
+  for (const trigger of saved) await tx.exec(`DROP TRIGGER ${qi(trigger.name)}`);
+  try {
+    return await fn();
+  } finally {
+    for (const trigger of saved) await tx.exec(trigger.sql);
+  }
+}
+
 /** Snapshot rows straight into a table hydrated for the first time: a plain insert while nothing is pending. */
 async function writeSnapshotRows(tx: SqliteStatements, table: TableModel, values: SqlValue[][], meta: SqlValue[][]): Promise<void> {
   const [pending] = await tx.query<{ n: number }>('SELECT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ?) AS n', [table.local]);
   if (pending?.n === 0) {
     const cols = table.columns.map((c) => qi(c.name));
-    await tx.runMany(`INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values);
+    await withoutCaptureTriggers(tx, table, values.length >= BULK_ROWS ? ['ins'] : [], () =>
+      tx.runMany(`INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values));
     await tx.runMany(`INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) VALUES (${lit(table.local)}, ?, ?, 0)`, meta);
     return;
   }

@@ -274,6 +274,35 @@ describe('web client: recovery paths', () => {
     expect(dupes.rows).toEqual([]);
   });
 
+  it('a bulk apply (pull and replay of 300 rows) drops the capture triggers for its statement only: they are back as they were, and the next local write is captured', async () => {
+    const user = 'u-bulk-apply';
+    const a = await device(user);
+    const b = await device(user);
+    await a.client.attach(user);
+    await b.client.attach(user);
+    const triggers = (d: Device) => d.db.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name");
+    const installedA = await triggers(a);
+    const installedB = await triggers(b);
+    expect(installedB.map((t) => t['name'])).toEqual(expect.arrayContaining(['_sync_trg_lists_ins', '_sync_trg_lists_upd', '_sync_trg_lists_base_upd']));
+    const ids = Array.from({ length: 300 }, () => uuid());
+    for (const [i, id] of ids.entries()) await write.list(a.db, id, `list ${i}`);
+    // A's replay of its own 300 rows and B's pull of them are bulk applies.
+    await a.client.sync();
+    await b.client.sync();
+    expect(await triggers(a)).toEqual(installedA);
+    expect(await triggers(b)).toEqual(installedB);
+    await write.list(b.db, ids[0] as string, 'changed on B');
+    await write.list(a.db, ids[1] as string, 'changed on A');
+    expect((await b.client.pendingStatus()).dirtyRows).toBe(1);
+    expect((await a.client.pendingStatus()).dirtyRows).toBe(1);
+    await b.client.sync();
+    await a.client.sync();
+    await b.client.sync();
+    const state = await expectConverged(s, user, a, b);
+    expect(state.lists[ids[0] as string]?.title).toBe('changed on B');
+    expect(state.lists[ids[1] as string]?.title).toBe('changed on A');
+  });
+
   it('uploads a large bundle in chunks sized by rows and request bytes', async () => {
     const a = await device('u-chunks', { config: { pushChunkRows: 400 } });
     await a.client.attach('u-chunks');
@@ -371,10 +400,15 @@ describe('web client: pruned history and small responses', () => {
     await write.item(a.db, uuid(), listIds[0] as string, 'an item');
     await a.client.sync();
     const b = await device(user, { config: { pageRows: 2 } });
+    const triggers = () => b.db.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name");
+    const installed = await triggers();
+    expect(installed.map((t) => t['name'])).toContain('_sync_trg_lists_ins');
     // The first snapshot page arrives; every later page request fails until the retries run out.
     h.hooks.push(...failSnapshotPagesAfterFirst(20));
     await expect(b.client.attach(user)).rejects.toMatchObject({ code: 'service_unavailable' });
     h.hooks.length = 0;
+    // A page is written with the capture triggers of its table dropped: they are back, as they were.
+    expect(await triggers()).toEqual(installed);
     // The first page (two lists) is in the table already, as the server's rows (not local changes).
     // Items has a foreign key to lists, which the server's snapshot sends first: written straight
     // in as well, so no table is staged.
@@ -459,6 +493,9 @@ describe('web client: pruned history and small responses', () => {
       // 8 rows in pages of 4, items first: the first page could not commit, the download started
       // over from row 0 with every table staged (the second page, fetched meanwhile, is dropped).
       expect(pages).toHaveLength(4);
+      // The page that could not commit dropped the capture triggers of its table: rolled back with it.
+      expect(await b.db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ('_sync_trg_lists_ins', '_sync_trg_items_ins') ORDER BY name"))
+        .toEqual([{ name: '_sync_trg_items_ins' }, { name: '_sync_trg_lists_ins' }]);
       await expectConverged(s, user, a, b);
       expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
     } finally {
