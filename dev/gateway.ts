@@ -149,10 +149,11 @@ const DRAIN_MAX_BYTES = 10 * 1024 * 1024;
  * is still drained (discarded) to its end before the 413 goes out: answering and closing while the
  * client is still uploading resets the connection, and the client never sees the 413.
  */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
   return new Promise((resolve, reject) => {
-    // Gone already (while its token was checked): its 'close' will not come again.
-    if (req.destroyed && !req.complete) return reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
+    // Gone already (while its token was checked): its 'close' will not come again, and neither
+    // will 'end', even when the whole body had arrived (complete) before the socket was cut.
+    if (req.destroyed && !req.readableEnded) return reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
@@ -166,7 +167,9 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_la
     req.on('end', () => resolve(size > limit ? 'too_large' : Buffer.concat(chunks)));
     req.on('error', reject);
     req.on('close', () => {
-      if (!req.complete) reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
+      // Not `complete`: a body that arrived whole but was not read yet ends with no 'end' when the
+      // socket is cut, and the handler would wait for it until the gateway's close gave up.
+      if (!req.readableEnded) reject(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
     });
   });
 }
@@ -346,7 +349,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const server = createServer((req, res) => {
     track(handle(req, res).catch((error: unknown) => {
       // The client went away mid-request: nobody to answer, nothing to report.
-      if (!req.complete && (error as { code?: unknown }).code === 'ECONNRESET') return void res.destroy();
+      if (!req.readableEnded && (error as { code?: unknown }).code === 'ECONNRESET') return void res.destroy();
       console.error('gateway error', error);
       if (!res.headersSent) sendError(res, 500, 'internal_error', 'gateway error');
       else res.destroy();
