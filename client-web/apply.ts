@@ -9,7 +9,7 @@ import { type CommittedRow } from '../core/protocol/rows.js';
 import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { columnsToRefresh, stagedTables, stageTable } from './install.js';
-import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
 /** Runs `fn` with capture off and foreign keys deferred until the caller's commit. */
@@ -300,7 +300,7 @@ const BULK_ROWS = 256;
  */
 async function withoutCaptureTriggers<T>(tx: SqliteStatements, t: TableModel, suffixes: readonly string[], fn: () => Promise<T>): Promise<T> {
   if (suffixes.length === 0) return fn();
-  const names = suffixes.map((s) => `_sync_trg_${t.local}_${s}`);
+  const names = suffixes.map((s) => syncTriggerName(t.local, s));
   const saved = await tx.query<{ name: string; sql: string }>(
     `SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name IN (${names.map(() => '?').join(', ')})`, [t.local, ...names]);
   for (const trigger of saved) await tx.exec(`DROP TRIGGER ${qi(trigger.name)}`);

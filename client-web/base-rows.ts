@@ -17,7 +17,7 @@
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { keyFromWire, payloadToValues } from './apply.js';
-import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
 import { rowToPayload } from './outbox.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
@@ -46,7 +46,7 @@ export async function installBaseCapture(db: SqliteDb, model: LocalModel): Promi
       const when = `WHEN (SELECT applying FROM _sync_control WHERE id = 1) = 0 ` +
         `AND NOT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ${lit(t.local)} AND key = OLD.${key})`;
       const copy = `INSERT OR REPLACE INTO ${base} (${cols.join(', ')}) VALUES (${cols.map((c) => `OLD.${c}`).join(', ')});`;
-      const name = (suffix: string) => qi(`_sync_trg_${t.local}_${suffix}`);
+      const name = (suffix: string) => qi(syncTriggerName(t.local, suffix));
       await tx.exec(`DROP TRIGGER IF EXISTS ${name('base_upd')};
 DROP TRIGGER IF EXISTS ${name('base_del')};
 CREATE TRIGGER ${name('base_upd')} BEFORE UPDATE ON ${qi(t.local)} ${when} BEGIN ${copy} END;

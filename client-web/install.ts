@@ -33,7 +33,7 @@
  */
 import { keyRefusals, localFormOf, type Refusal } from './codec.js';
 import { INVALID_LOCAL_ROW_MARK } from './local-writes.js';
-import { type LocalModel, type TableModel, qi } from './local-schema.js';
+import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
 import { type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
 const STATE_DDL = `
@@ -217,7 +217,7 @@ function checkSql(t: TableModel, when: 'INSERT' | 'UPDATE'): string {
  * benchmark's baseline: the client before the checks).
  */
 function triggerSql(t: TableModel, checks: boolean): string {
-  const name = (suffix: string) => qi(`_sync_trg_${t.local}_${suffix}`);
+  const name = (suffix: string) => qi(syncTriggerName(t.local, suffix));
   const table = qi(t.local);
   const key = qi(t.key.name);
   const tbl = lit(t.local);

@@ -22,6 +22,14 @@ export function qi(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/**
+ * The name of one of the client's own triggers on a managed table: capture (`ins`, `upd`, `del`)
+ * and base rows (`base_upd`, `base_del`). Unquoted; installs, base rows and bulk applies share it.
+ */
+export function syncTriggerName(table: string, suffix: string): string {
+  return `_sync_trg_${table}_${suffix}`;
+}
+
 /** One managed table, local and server side. */
 export interface TableModel {
   readonly schema: string;
