@@ -88,7 +88,7 @@ export const SNAPSHOT_CHUNK_BYTES = 262_144;
 export const snapshotCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer,
   p_max_open integer DEFAULT 8, p_reap_seconds integer DEFAULT 300, p_form smallint DEFAULT 1)
-RETURNS jsonb LANGUAGE plpgsql SET work_mem = '64MB' AS $fn$
+RETURNS jsonb LANGUAGE plpgsql SET work_mem = '64MB' SET enable_nestloop = off AS $fn$
 DECLARE
   v_us sync.user_state;
   v_err jsonb;
@@ -147,15 +147,11 @@ BEGIN
         SELECT (row_number() OVER w)::integer - 1 AS ordinal, t.row_text, sum(octet_length(t.row_text) + 1) OVER w - octet_length(t.row_text) - 1 AS bytes_before
           FROM (SELECT r.apply_order, r.table_id, r.key_bytes, r.row_text
                   FROM (SELECT s.apply_order, s.table_id, s.key_bytes,
-                               tc.row_json_prefix || s.key_json || '},"row_version":'
-                                 -- A probe of row_state's primary key per row (OFFSET 0: never flattened into a
-                                 -- join): with statistics from before a bulk load the planner joined the user's
-                                 -- row_state by (user_id, table_id) alone and filtered it per row (22 s for 100k).
-                                 || coalesce((SELECT rs.row_version FROM sync.row_state rs
-                                               WHERE rs.user_id = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes OFFSET 0), 0)
+                               tc.row_json_prefix || s.key_json || '},"row_version":' || coalesce(rs.row_version, 0)
                                  || ',"payload":' || s.payload_text || '}' AS row_text
                           FROM src s
                           JOIN sync.table_catalog tc ON tc.table_id = s.table_id
+                          LEFT JOIN sync.row_state rs ON rs.user_id = $3 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes
                         -- A fence: each row is rendered once, not once per use of row_text above.
                         OFFSET 0) r) t
         WINDOW w AS (ORDER BY t.apply_order, t.table_id, t.key_bytes ROWS UNBOUNDED PRECEDING)),
