@@ -303,6 +303,33 @@ describe('web client: recovery paths', () => {
     expect(state.lists[ids[1] as string]?.title).toBe('changed on A');
   });
 
+  it("a hydration's bulk row versions keep text keys exactly (quotes, escapes, digits, emoji), as text, with the server's versions, and a later edit pushes on them", async () => {
+    const user = 'u-meta-json';
+    const tricky = ['12', '007', 'true', 'null', '1e3', 'quote"d', 'back\\slash', 'tab\tend', 'line\nbreak', 'emoji 😀', 'ünïcödé', ' lead', '[1]', '{"a":1}', '\u00e9 escaped?'];
+    const codes = [...tricky, ...Array.from({ length: 300 - tricky.length }, (_, i) => `k-${String(i).padStart(3, '0')}`)];
+    await serverWrite(s.t.db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: 100 }, (tx, scope) =>
+      tx.query(sql`INSERT INTO app.kinds (code, _sync_scope_id, big) SELECT c, ${scope}, 1 FROM unnest(${codes}::text[]) c`));
+    // A second version for every third row, so the versions differ by row.
+    await serverWrite(s.t.db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: 100 }, (tx, scope) =>
+      tx.query(sql`UPDATE app.kinds SET big = 2 WHERE _sync_scope_id = ${scope} AND code = ANY (${codes.filter((_, i) => i % 3 === 0)}::text[])`));
+    const d = await device(user);
+    expect(await d.client.attach(user)).toMatchObject({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 300 });
+    const server = await s.t.exec(
+      `SELECT convert_from(rs.key_bytes, 'UTF8') AS k, rs.row_version AS v FROM sync.row_state rs JOIN sync.table_catalog tc USING (table_id)
+        WHERE rs.user_id = $1 AND tc.table_name = 'kinds' ORDER BY 1`, [user]);
+    const local = await d.db.query("SELECT key AS k, typeof(key) AS t, row_version AS v, typeof(row_version) AS tv FROM _sync_row_meta WHERE tbl = 'kinds'");
+    expect(local.map((r) => [r['k'], r['t'], r['tv']]).sort()).toEqual([...codes].sort().map((c) => [c, 'text', 'integer']));
+    const versions = (rows: readonly Record<string, unknown>[]) => Object.fromEntries(rows.map((r) => [String(r['k']), Number(r['v'])]));
+    expect(versions(local)).toEqual(versions(server.rows));
+    expect(new Set(local.map((r) => r['v']))).toEqual(new Set([1, 2]));
+    // An edit of a tricky key goes up on the version the device holds: no conflict.
+    await d.db.run('UPDATE kinds SET big = 42 WHERE code = ?', ['quote"d']);
+    const pushed = await d.client.sync();
+    expect(pushed.push).toMatchObject({ status: 'committed', conflictsResolved: 0 });
+    const after = await s.t.exec(`SELECT big FROM app.kinds WHERE _sync_scope_id = $1 AND code = 'quote"d'`, [user]);
+    expect(after.rows).toEqual([{ big: '42' }]);
+  });
+
   it('uploads a large bundle in chunks sized by rows and request bytes', async () => {
     const a = await device('u-chunks', { config: { pushChunkRows: 400 } });
     await a.client.attach('u-chunks');
