@@ -303,7 +303,7 @@ describe('web client: recovery paths', () => {
     expect(state.lists[ids[1] as string]?.title).toBe('changed on A');
   });
 
-  it("a hydration's bulk row versions keep text keys exactly (quotes, escapes, digits, emoji), as text, with the server's versions, and a later edit pushes on them", async () => {
+  it("a hydration's row versions keep 300 text keys exactly (quotes, escapes, digits, emoji), as text, with the server's versions, and a later edit pushes on them", async () => {
     const user = 'u-meta-json';
     const tricky = ['12', '007', 'true', 'null', '1e3', 'quote"d', 'back\\slash', 'tab\tend', 'line\nbreak', 'emoji 😀', 'ünïcödé', ' lead', '[1]', '{"a":1}', '\u00e9 escaped?'];
     const codes = [...tricky, ...Array.from({ length: 300 - tricky.length }, (_, i) => `k-${String(i).padStart(3, '0')}`)];

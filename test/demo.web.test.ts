@@ -501,20 +501,21 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
     expect(total).toBe(20_000);
 
     const c = await device('carol-new-tablet');
-    // Sample the page every 20 ms from before the sign-in on: the progress bar (its position is
-    // -1 while indeterminate), its texts and the row count.
+    // A sample of the page at every change of its DOM from before the sign-in on (not on a timer,
+    // which a fast download slips between): the progress bar (its position is -1 while
+    // indeterminate), its texts and the row count.
     type Sample = { t: number; v: number; hidden: boolean; rows: string; text: string };
     await c.page.evaluate(() => {
       const samples: Sample[] = [];
       (globalThis as unknown as { __samples: Sample[] }).__samples = samples;
       // Looked up at every sample: the workspace (and its bar) renders only once signed in.
       const find = <E extends Element>(id: string) => document.querySelector(`[data-testid="${id}"]`) as E | null;
-      setInterval(() => {
+      new MutationObserver(() => {
         const bar = find<HTMLProgressElement>('progress-bar');
         const box = find<HTMLElement>('hydrate-progress');
         if (!bar || !box) return;
         samples.push({ t: performance.now(), v: bar.position, hidden: box.hidden, rows: find('count-rows')?.textContent ?? '', text: box.textContent ?? '' });
-      }, 20);
+      }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
     });
     const clickedAt = await c.page.evaluate(() => performance.now());
     await testid(c.page, 'user-input').fill('carol');
@@ -536,7 +537,10 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
         `download of the pages ${ms(saving - barShown)} ms (${Math.round(total / ((saving - barShown) / 1000))} rows/s, ${intermediate.length} intermediate bar values), ` +
         `saving them (indeterminate bar) and first render ${ms(counted - saving)} ms; bar hidden ${ms(hidden - counted)} ms after the count`);
 
-    expect(intermediate.length).toBeGreaterThanOrEqual(3);
+    // Four pages of 5,000 rows (the demo's page size), each its own message from the worker: the
+    // bar shows a value between empty and full (React may render two close messages as one, so
+    // not necessarily all three).
+    expect(intermediate.length).toBeGreaterThanOrEqual(1);
     // The bar only moves forward while it counts pages, then says it is saving, then goes away.
     expect(determinate).toEqual([...determinate].sort((x, y) => x - y));
     expect(shown.some((x) => x.v === -1 && x.text.includes('Saving on this device'))).toBe(true);

@@ -88,6 +88,9 @@ export interface WaSqliteModule {
   _sqlite3_bind_text(stmt: number, index: number, ptr: number, bytes: number, destructor: number): number;
   _sqlite3_column_text(stmt: number, column: number): number;
   _sqlite3_column_bytes(stmt: number, column: number): number;
+  /** Synchronous in the synchronous build, the only one Lockstep loads (see runManyNow). */
+  _sqlite3_step(stmt: number): number;
+  _sqlite3_reset(stmt: number): number;
   /** The address of sqlite3_free, the destructor that hands a bound buffer to SQLite. */
   _getSqliteFree(): number;
 }
@@ -367,9 +370,20 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       let changes = 0;
       for (let r = 0; r < paramRows.length; r++) {
         bindAll(stmt, paramRows[r] as readonly SqlValue[], sql, count);
-        await stepToEnd(stmt);
+        // The module's own step and reset, not wa-sqlite's async wrappers: both builds Lockstep
+        // loads (Node, and the OPFS worker's access-handle pool) are the synchronous one, so a
+        // promise per call bought nothing and cost ~1 µs a row. A failure is read back through the
+        // wrapper's reset, which throws it with SQLite's message.
+        let rc: number;
+        while ((rc = module._sqlite3_step(stmt)) === SQLite.SQLITE_ROW) {
+          // Rows of a DML ... RETURNING are not part of runMany()'s answer.
+        }
+        if (rc !== SQLite.SQLITE_DONE) {
+          await sqlite3.reset(stmt);
+          throw new SqliteError(rc, `statement failed (code ${rc})`, sql);
+        }
         if (kind === 'dml') changes += sqlite3.changes(db);
-        await sqlite3.reset(stmt);
+        module._sqlite3_reset(stmt);
       }
       if (kind === 'unknown') changes = (await totalChanges()) - before;
       return { changes };

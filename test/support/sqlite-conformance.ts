@@ -162,6 +162,11 @@ export function conformanceCases(adapter: Adapter, expect: ExpectStatic): Confor
       const err = await db.runMany('INSERT INTO m (id, title) VALUES (?, ?)', [[20_000, 'ok'], [1, 'dup']]).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(SqliteError);
       expect((err as SqliteError).code).toBe(19);
+      expect((err as SqliteError).message).toMatch(/UNIQUE constraint failed: m\.id/);
+      // The rows before it stand (no transaction here), and the connection goes on working.
+      expect(await db.query('SELECT title FROM m WHERE id IN (1, 20000) ORDER BY id')).toEqual([{ title: 'a' }, { title: 'ok' }]);
+      // A RETURNING row is stepped past, not an error.
+      expect(await db.runMany('INSERT INTO m (id, title) VALUES (?, ?) RETURNING id', [[30_000, 'r'], [30_001, 's']])).toEqual({ changes: 2 });
     }));
 
   it('commits a transaction, and rolls back and rethrows when fn throws', () =>
