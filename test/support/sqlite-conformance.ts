@@ -165,6 +165,10 @@ export function conformanceCases(adapter: Adapter, expect: ExpectStatic): Confor
       expect((err as SqliteError).message).toMatch(/UNIQUE constraint failed: m\.id/);
       // The rows before it stand (no transaction here), and the connection goes on working.
       expect(await db.query('SELECT title FROM m WHERE id IN (1, 20000) ORDER BY id')).toEqual([{ title: 'a' }, { title: 'ok' }]);
+      // A query failing while it steps throws SQLite's message too.
+      const bad = await db.query("SELECT json('{') AS j").catch((e: unknown) => e);
+      expect(bad).toBeInstanceOf(SqliteError);
+      expect((bad as SqliteError).message).toMatch(/malformed JSON/);
       // A RETURNING row is stepped past, not an error.
       expect(await db.runMany('INSERT INTO m (id, title) VALUES (?, ?) RETURNING id', [[30_000, 'r'], [30_001, 's']])).toEqual({ changes: 2 });
     }));
