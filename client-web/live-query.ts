@@ -95,28 +95,50 @@ function bytesText(bytes: Uint8Array): string {
 /**
  * The rows of a new run, with every row equal to one of the previous run's replaced by that
  * object (duplicates matched one to one). Answers the previous array itself when nothing changed.
+ * A row equal to the previous run's row at its own position takes that one at once; only the rest
+ * are matched through a pool of the previous rows left over, so a run where one row of 10,000
+ * changed builds a pool of one instead of 10,000 (the common case of a live query).
  */
 export function reuseRows<T extends object>(previous: readonly T[], keys: WeakMap<object, string>, next: readonly T[]): readonly T[] {
-  const pool = new Map<string, T[]>();
-  for (const row of previous) {
-    const key = keys.get(row) as string;
-    const same = pool.get(key);
-    if (same) same.push(row);
-    else pool.set(key, [row]);
-  }
   let changed = previous.length !== next.length;
   const out = new Array<T>(next.length);
+  const taken = new Uint8Array(previous.length);
+  const rest: number[] = [];
+  const restKeys: string[] = [];
   for (let i = 0; i < next.length; i++) {
     const row = next[i] as T;
     const key = rowContentKey(row as Record<string, unknown>);
-    const same = pool.get(key);
-    const kept = same && same.length > 0 ? (same.shift() as T) : undefined;
-    if (kept) out[i] = kept;
-    else {
-      keys.set(row, key);
-      out[i] = row;
+    if (i < previous.length && keys.get(previous[i] as T) === key) {
+      out[i] = previous[i] as T;
+      taken[i] = 1;
+    } else {
+      rest.push(i);
+      restKeys.push(key);
     }
-    if (out[i] !== previous[i]) changed = true;
+  }
+  if (rest.length > 0) {
+    changed = true;
+    const pool = new Map<string, T[]>();
+    for (let k = 0; k < previous.length; k++) {
+      if (taken[k]) continue;
+      const row = previous[k] as T;
+      const key = keys.get(row) as string;
+      const same = pool.get(key);
+      if (same) same.push(row);
+      else pool.set(key, [row]);
+    }
+    for (let r = 0; r < rest.length; r++) {
+      const i = rest[r] as number;
+      const key = restKeys[r] as string;
+      const same = pool.get(key);
+      const kept = same && same.length > 0 ? (same.shift() as T) : undefined;
+      if (kept) out[i] = kept;
+      else {
+        const row = next[i] as T;
+        keys.set(row, key);
+        out[i] = row;
+      }
+    }
   }
   return changed ? out : previous;
 }

@@ -33,5 +33,18 @@ describe('live query row identity', () => {
     const reordered = reuseRows(changed, keys, [{ id: 3, t: 'c' }, { id: 2, t: 'b' }, { id: 2, t: 'b' }, { id: 1, t: 'a*' }]);
     expect(reordered).not.toBe(changed);
     for (const row of reordered) expect(changed).toContain(row);
+    expect(new Set(reordered).size).toBe(4);
+    // Rows in place are kept where they are; the others are matched among the rows left over,
+    // duplicates one to one.
+    const x = { id: 9, t: 'x' };
+    const y = { id: 8, t: 'y' };
+    const y2 = { id: 8, t: 'y' };
+    const base = reuseRows([], keys, [x, y, y2, { id: 7, t: 'z' }]);
+    const moved = reuseRows(base, keys, [{ id: 9, t: 'x' }, { id: 7, t: 'z' }, { id: 8, t: 'y' }, { id: 8, t: 'y' }, { id: 6, t: 'w' }]);
+    expect(moved[0]).toBe(base[0]);
+    expect(moved[1]).toBe(base[3]);
+    expect(moved[2]).toBe(base[2]);
+    expect(moved[3]).toBe(base[1]);
+    expect(base).not.toContain(moved[4]);
   });
 });
