@@ -256,6 +256,10 @@ describe('snapshot create on an analyzed database', () => {
     }
     const session = await c.post('/sync/snapshot-sessions');
     expect(session.body.row_count).toBe(rows);
+    // Its planner settings are the function's own: the plan cost of a disabled nested loop must
+    // not switch on JIT compilation where the server has it (not this embedded build).
+    const { rows: settings } = await s.t.exec(`SELECT proconfig FROM pg_proc WHERE oid = 'sync.snapshot_create'::regproc`);
+    expect(settings[0]?.proconfig).toEqual(expect.arrayContaining(['enable_nestloop=off', 'jit=off', 'work_mem=64MB']));
   });
 });
 

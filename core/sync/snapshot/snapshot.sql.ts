@@ -71,9 +71,12 @@ export const SNAPSHOT_CHUNK_BYTES = 262_144;
  * rendered once (their page text) and stored as chunks: one row per run of up to 500 rows, the
  * rows' texts one per line (JSON text holds no raw line break), with the chunk's size on the
  * wire, so a page joins a few chunks instead of reading and sizing thousands of rows (layout 17).
- * The sort
- * by key (the order a client writes fastest) stays in memory: work_mem is raised for this
- * function alone (a function's SET clause is undone when it returns, pooler-safe). Rows are
+ * The function's own settings (a SET clause is undone when it returns, pooler-safe): work_mem
+ * keeps the sort by key (the order a client writes fastest) in memory; no nested loops, so the
+ * row versions are one join of the user's row_state whatever the statistics say (layout 21: a
+ * nested loop by user and table re-read it per row, 22 s for 100k rows); and no JIT, which the
+ * cost the disabled nested loop adds to the plan would otherwise switch on for every create, and
+ * whose compilation costs more than it saves on a statement run once. Rows are
  * rendered in protocol `p_form`'s json form (table_catalog.snapshot_v1_sql for protocol 1), which
  * the session keeps: its pages are served in that form only.
  *
@@ -88,7 +91,7 @@ export const SNAPSHOT_CHUNK_BYTES = 262_144;
 export const snapshotCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer,
   p_max_open integer DEFAULT 8, p_reap_seconds integer DEFAULT 300, p_form smallint DEFAULT 1)
-RETURNS jsonb LANGUAGE plpgsql SET work_mem = '64MB' SET enable_nestloop = off AS $fn$
+RETURNS jsonb LANGUAGE plpgsql SET work_mem = '64MB' SET enable_nestloop = off SET jit = off AS $fn$
 DECLARE
   v_us sync.user_state;
   v_err jsonb;
