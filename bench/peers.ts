@@ -20,7 +20,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/index.js';
-import { freePort, startBenchServer, type BenchServer } from './lib/server.js';
+import { SYNC_TABLES_SPEC } from './lib/schema.js';
+import { BENCH_JWT_SECRET, freePort, startBenchServer, type BenchServer } from './lib/server.js';
 import { nowMs, spread, timed } from './lib/stats.js';
 import { clientFingerprint, directInsert, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 
@@ -99,13 +100,49 @@ async function seed(server: BenchServer): Promise<void> {
 }
 
 /**
+ * Lockstep's gateway as `npm start` runs it (dev/start.ts over the bench's database), in a process
+ * of its own: the client's thread then does no server work, as a browser beside a Lambda function
+ * and as Zero's client beside zero-cache here. The bench's own gateway shares the client's thread,
+ * so the request for the next page, sent before the client applies a page, reaches PostgreSQL only
+ * after that apply.
+ */
+async function startGatewayProcess(server: BenchServer): Promise<{ readonly url: string; close(): Promise<void> }> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-peers-start-'));
+  const output: string[] = [];
+  const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, '..', 'dev', 'start.ts')], {
+    cwd: join(HERE, '..'),
+    env: { ...process.env, DATABASE_URL: server.databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_JWT_SECRET: BENCH_JWT_SECRET,
+      SYNC_APP_NAME: 'lockstep-bench', PORT: String(port), LOCKSTEP_DATA_DIR: dataDir },
+  });
+  child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
+  child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const close = async (): Promise<void> => {
+    if (child.exitCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor('the gateway process (npm start)', async () => (await fetch(`${url}/syncx/health`)).ok, output, 120_000);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { url, close };
+}
+
+/**
  * Lockstep's fresh-device hydrations. `render: 'fresh'` commits a one-row server write before each
  * run, so every run's snapshot is rendered anew at a new ceiling (a user who keeps writing);
  * `'shared'` runs at one ceiling, so after the warm-up each device reuses the snapshot already
  * rendered (a reinstall or a second device of a quiet user), as Zero's clients are served from
  * the replica zero-cache keeps.
  */
-async function lockstepHydration(server: BenchServer, render: 'fresh' | 'shared'): Promise<number[]> {
+async function lockstepHydration(server: BenchServer, render: 'fresh' | 'shared', label: string = render): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i <= RUNS; i++) {
     if (render === 'fresh') {
@@ -117,7 +154,7 @@ async function lockstepHydration(server: BenchServer, render: 'fresh' | 'shared'
       const { ms, result } = await timed(() => device.client.attach('peer-user'));
       if (result.status !== 'attached' || result.hydratedRows !== ROWS) throw new Error(`Lockstep hydration answered ${JSON.stringify(result)}`);
       if (i > 0) out.push(ms); // the first run warms up
-      console.log(`lockstep ${render} run ${i}${i === 0 ? ' (warm-up)' : ''}: ${ms.toFixed(0)} ms`);
+      console.log(`lockstep ${label} run ${i}${i === 0 ? ' (warm-up)' : ''}: ${ms.toFixed(0)} ms`);
     } finally {
       await device.close();
     }
@@ -196,6 +233,19 @@ async function main(): Promise<number> {
     const freshMs = SKIP_LOCKSTEP ? [] : await lockstepHydration(server, 'fresh');
     step('Lockstep: fresh web client attach, the snapshot shared at one ceiling');
     const lockstepMs = SKIP_LOCKSTEP ? [] : await lockstepHydration(server, 'shared');
+    step('Lockstep: the same two, with the gateway in a process of its own (npm start over this database)');
+    let ownFreshMs: number[] = [];
+    let ownSharedMs: number[] = [];
+    if (!SKIP_LOCKSTEP) {
+      const gateway = await startGatewayProcess(server);
+      try {
+        const own = { ...server, url: gateway.url };
+        ownFreshMs = await lockstepHydration(own, 'fresh', 'fresh, own-process gateway');
+        ownSharedMs = await lockstepHydration(own, 'shared', 'shared, own-process gateway');
+      } finally {
+        await gateway.close();
+      }
+    }
     step('Zero: fresh client, one materialized query of the table until complete');
     let zeroMs: number[] | null = null;
     let zeroError: string | null = null;
@@ -209,14 +259,19 @@ async function main(): Promise<number> {
     const l = lockstepMs.length ? spread(lockstepMs).median : NaN;
     const lf = freshMs.length ? spread(freshMs).median : NaN;
     const z = zeroMs ? spread(zeroMs).median : NaN;
+    const of = ownFreshMs.length ? spread(ownFreshMs).median : NaN;
+    const os = ownSharedMs.length ? spread(ownSharedMs).median : NaN;
     const cell = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s (${Math.round(ROWS / (ms / 1000)).toLocaleString('en-US')} rows/s)` : 'not measured');
     console.log(`\n| work | Lockstep | Zero ${ZERO_VERSION} | floor in the same run |\n|---|---|---|---|`);
     console.log(`| hydrate ${ROWS.toLocaleString('en-US')} rows into a fresh client, a snapshot rendered anew each run (median of ${RUNS}) | ${cell(lf)} | ${cell(z)} | ${cell(f)} |`);
     console.log(`| the same, the snapshot shared at one ceiling (a quiet user's next device; Zero serves from its replica) | ${cell(l)} | ${cell(z)} | ${cell(f)} |`);
+    console.log(`| the first row, with Lockstep's gateway in a process of its own (as zero-cache is) | ${cell(of)} | ${cell(z)} | ${cell(f)} |`);
+    console.log(`| the second row, with Lockstep's gateway in a process of its own | ${cell(os)} | ${cell(z)} | ${cell(f)} |`);
     console.log(`| write on device A → visible on device B | see npm run bench (notifications) | not measured here | - |`);
     console.log(`| bulk write of 10k rows from one client | see npm run bench (push) | not measured here (needs Zero mutators and a push endpoint) | - |`);
     const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) ? (a / b).toFixed(2) : '-');
     console.log(`\nZero time / Lockstep time: ${ratio(z, lf)}× with a fresh render, ${ratio(z, l)}× with the snapshot shared (Lockstep is that many times as fast); ` +
+      `with the gateway in its own process ${ratio(z, of)}× fresh, ${ratio(z, os)}× shared; ` +
       `Lockstep speed vs the floor's: ${ratio(f, lf)}× fresh, ${ratio(f, l)}× shared; ${loadAverage()}`);
     if (zeroError) console.log(`Zero: not measured — ${zeroError.split('\n')[0]}`);
     return zeroError ? 2 : 0;
