@@ -20,8 +20,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from '../core/db/index.js';
 import { serverWrite } from '../core/sync/index.js';
-import { SYNC_TABLES_SPEC } from './lib/schema.js';
-import { BENCH_JWT_SECRET, freePort, startBenchServer, type BenchServer } from './lib/server.js';
+import { startGatewayProcess } from './lib/gateway-process.js';
+import { freePort, startBenchServer, type BenchServer } from './lib/server.js';
 import { nowMs, spread, timed } from './lib/stats.js';
 import { clientFingerprint, directInsert, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 
@@ -97,42 +97,6 @@ async function seed(server: BenchServer): Promise<void> {
     CREATE TABLE public.notes (id text PRIMARY KEY, owner text NOT NULL, title text NOT NULL, body text NOT NULL,
       position integer NOT NULL, done boolean NOT NULL, updated_at timestamptz NOT NULL);
     INSERT INTO public.notes SELECT id::text, _sync_scope_id, title, body, position, done, updated_at FROM bench.notes WHERE _sync_scope_id = 'peer-user';`);
-}
-
-/**
- * Lockstep's gateway as `npm start` runs it (dev/start.ts over the bench's database), in a process
- * of its own: the client's thread then does no server work, as a browser beside a Lambda function
- * and as Zero's client beside zero-cache here. The bench's own gateway shares the client's thread,
- * so the request for the next page, sent before the client applies a page, reaches PostgreSQL only
- * after that apply.
- */
-async function startGatewayProcess(server: BenchServer): Promise<{ readonly url: string; close(): Promise<void> }> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'lockstep-peers-start-'));
-  const output: string[] = [];
-  const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, '..', 'dev', 'start.ts')], {
-    cwd: join(HERE, '..'),
-    env: { ...process.env, DATABASE_URL: server.databaseUrl, SYNC_TABLES: SYNC_TABLES_SPEC, SYNC_JWT_SECRET: BENCH_JWT_SECRET,
-      SYNC_APP_NAME: 'lockstep-bench', PORT: String(port), LOCKSTEP_DATA_DIR: dataDir },
-  });
-  child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
-  child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
-  const url = `http://127.0.0.1:${port}`;
-  const close = async (): Promise<void> => {
-    if (child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
-    rmSync(dataDir, { recursive: true, force: true });
-  };
-  try {
-    await waitFor('the gateway process (npm start)', async () => (await fetch(`${url}/syncx/health`)).ok, output, 120_000);
-  } catch (error) {
-    await close();
-    throw error;
-  }
-  return { url, close };
 }
 
 /**
@@ -239,9 +203,8 @@ async function main(): Promise<number> {
     if (!SKIP_LOCKSTEP) {
       const gateway = await startGatewayProcess(server);
       try {
-        const own = { ...server, url: gateway.url };
-        ownFreshMs = await lockstepHydration(own, 'fresh', 'fresh, own-process gateway');
-        ownSharedMs = await lockstepHydration(own, 'shared', 'shared, own-process gateway');
+        ownFreshMs = await lockstepHydration(gateway.server, 'fresh', 'fresh, own-process gateway');
+        ownSharedMs = await lockstepHydration(gateway.server, 'shared', 'shared, own-process gateway');
       } finally {
         await gateway.close();
       }
