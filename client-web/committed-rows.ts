@@ -11,13 +11,14 @@ import { isCode } from './http-errors.js';
 import { CommittedRowsAnswer } from './wire.js';
 
 /** Fetches every committed row of one bundle, page by page. */
-export async function fetchBundleRows(ctx: ClientContext, bundleSeq: number): Promise<{ head: BundleSummary; rows: CommittedRow[] }> {
+export async function fetchBundleRows(ctx: ClientContext, bundleSeq: number, signal?: AbortSignal): Promise<{ head: BundleSummary; rows: CommittedRow[] }> {
   const rows: CommittedRow[] = [];
   let after = 0;
   for (;;) {
     const page = await ctx.transport.request('GET', `/sync/committed-bundles/${bundleSeq}/rows`, {
       query: { after_row_ordinal: after, max_rows: ctx.limits.rowsPerPage },
       schema: CommittedRowsAnswer,
+      ...(signal ? { signal } : {}),
     });
     rows.push(...page.rows);
     if (!page.has_more) {

@@ -23,7 +23,7 @@ import { replacementReason, type SourceRefusal } from './http-errors.js';
 import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
 import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits } from './outbox.js';
-import { pullPage } from './pull.js';
+import { PageAhead, pullPage, type PullPage } from './pull.js';
 import { connect, pushBundle } from './push.js';
 import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
 import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation } from './rebuild.js';
@@ -102,6 +102,8 @@ class Run {
   // Pull.
   pulled = false;
   pullTarget: number | undefined;
+  /** The next page, asked for while the current one is applied (see PageAhead). */
+  pageAhead: PageAhead | null = null;
   bundlesApplied = 0;
   rowsApplied = 0;
   rowsSkippedPending = 0;
@@ -153,6 +155,15 @@ export class Coordinator {
     const run = new Run(goal, options);
     const rotate = goal === 'rebuild' && (options.rotate !== undefined || (await readSource(this.db)).rotationReason !== null);
     run.machine = transition(run.machine, { type: 'begin', facts: await this.facts(), rotate });
+    try {
+      return await this.steps(run, goal);
+    } finally {
+      // A page asked for ahead that the run did not use (it failed, or rebuilt instead).
+      run.pageAhead?.abandon();
+    }
+  }
+
+  private async steps(run: Run, goal: Goal): Promise<RunReport> {
     for (;;) {
       let event: SyncEvent;
       switch (run.machine.phase) {
@@ -380,7 +391,15 @@ export class Coordinator {
   /** One page of complete bundles, applied with the checkpoint in one transaction. */
   private async pullPhase(run: Run): Promise<SyncEvent> {
     const checkpoint = (await readAttachment(this.db)).checkpoint;
-    const page = await pullPage(this.ctx, checkpoint, run.pullTarget);
+    const ahead = run.pageAhead;
+    run.pageAhead = null;
+    let page: PullPage;
+    if (ahead && ahead.checkpoint === checkpoint && ahead.target === run.pullTarget) {
+      page = await ahead.take();
+    } else {
+      ahead?.abandon();
+      page = await pullPage(this.ctx, checkpoint, run.pullTarget);
+    }
     if (page.kind === 'history_pruned') {
       // Durable first: a crash during the rebuild resumes it on the next sync (protocol §10.6).
       await this.db.transaction(this.needsRebuild);
@@ -394,6 +413,8 @@ export class Coordinator {
       await this.ceilingReached(page.stable);
       return { type: 'page_applied', more: false };
     }
+    // The next page's request runs while this one is applied.
+    if (page.hasMore && last < page.stable) run.pageAhead = new PageAhead(this.ctx, last, page.stable);
     const stats = await applyTransaction(this.db, this.ctx.model, async (tx) => {
       const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false));
       await advanceCheckpoint(tx, last);

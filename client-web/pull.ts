@@ -28,14 +28,18 @@ export type PullPage =
   | { readonly kind: 'history_pruned' }
   | { readonly kind: 'source_refused'; readonly error: SyncHttpError };
 
-/** Fetches the page after `checkpoint` (towards `target`, the ceiling frozen by the first page). */
-export async function pullPage(ctx: ClientContext, checkpoint: number, target: number | undefined): Promise<PullPage> {
+/**
+ * Fetches the page after `checkpoint` (towards `target`, the ceiling frozen by the first page).
+ * `signal` abandons a page asked for ahead that is no longer wanted (see PageAhead).
+ */
+export async function pullPage(ctx: ClientContext, checkpoint: number, target: number | undefined, signal?: AbortSignal): Promise<PullPage> {
   // The page a push notification brought, when it is the one this pull would ask for (§5.9).
   let page = ctx.notified.take(checkpoint, target);
   try {
     page ??= await ctx.transport.request('GET', '/sync/pull', {
       query: { after_bundle_seq: checkpoint, max_bundles: ctx.limits.bundlesPerPull, target_bundle_seq: target },
       schema: PullAnswer,
+      ...(signal ? { signal } : {}),
     });
   } catch (error) {
     if (isCode(error, 'history_pruned')) return { kind: 'history_pruned' };
@@ -49,7 +53,7 @@ export async function pullPage(ctx: ClientContext, checkpoint: number, target: n
       throw new ClientError(ClientErrorCode.protocolViolation, `pull after ${checkpoint} answered bundle ${bundle.bundle_seq} where ${expected} was due`);
     }
     expected++;
-    const bundleRows = bundle.rows_omitted ? (await fetchBundleRows(ctx, bundle.bundle_seq)).rows : bundle.rows;
+    const bundleRows = bundle.rows_omitted ? (await fetchBundleRows(ctx, bundle.bundle_seq, signal)).rows : bundle.rows;
     if (bundleRows.length !== bundle.row_count) {
       throw new ClientError(ClientErrorCode.protocolViolation, `bundle ${bundle.bundle_seq} announced ${bundle.row_count} rows but carried ${bundleRows.length}`);
     }
@@ -63,4 +67,32 @@ export async function pullPage(ctx: ClientContext, checkpoint: number, target: n
     rows,
     hasMore: page.has_more,
   };
+}
+
+/**
+ * The next page of a pull, asked for as soon as the current one arrived, so that its request
+ * (the server's work and the network's round trip) overlaps the current page's apply instead of
+ * following it. It is used only by the pull step it was asked for (the same checkpoint and
+ * ceiling); any other outcome of the current page (an error, a rebuild) leaves it unused, and
+ * `abandon()` stops its request and any retry of it.
+ */
+export class PageAhead {
+  private readonly abort = new AbortController();
+  private readonly settled: Promise<{ readonly page: PullPage } | { readonly error: unknown }>;
+
+  constructor(ctx: ClientContext, readonly checkpoint: number, readonly target: number) {
+    // Settled here, so a page never awaited is never an unhandled rejection.
+    this.settled = pullPage(ctx, checkpoint, target, this.abort.signal).then((page) => ({ page }), (error: unknown) => ({ error }));
+  }
+
+  /** The page, or the error its request ended with, as if it had been asked for now. */
+  async take(): Promise<PullPage> {
+    const outcome = await this.settled;
+    if ('error' in outcome) throw outcome.error;
+    return outcome.page;
+  }
+
+  abandon(): void {
+    this.abort.abort();
+  }
 }

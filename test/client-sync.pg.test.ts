@@ -107,6 +107,39 @@ describe('web client: everyday sync', () => {
     expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
   });
 
+  it('a pull of several pages asks for the next page while it applies the current one', async () => {
+    const a = await device('u-pages');
+    await a.client.attach('u-pages');
+    // Every pull request, with the pull pages the client had applied when it was sent.
+    const applied: number[] = [];
+    const asked: { after: number; appliedBefore: number }[] = [];
+    const b = await device('u-pages', {
+      config: {
+        pullBundles: 1,
+        onProgress: (p) => p.phase === 'pull' && applied.push(p.rowsDone),
+        fetch: (input, init) => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          if (url.pathname === '/sync/pull') asked.push({ after: Number(url.searchParams.get('after_bundle_seq')), appliedBefore: applied.length });
+          return fetch(input, init);
+        },
+      },
+    });
+    await b.client.attach('u-pages');
+    const lists = Array.from({ length: 4 }, () => uuid());
+    for (const [i, id] of lists.entries()) {
+      await write.list(a.db, id, `list ${i}`);
+      expect((await a.client.sync()).push).toMatchObject({ status: 'committed' });
+    }
+    const start = (await b.client.pendingStatus()).checkpoint;
+    expect(await b.client.pullToStable()).toMatchObject({ bundlesApplied: 4, rowsApplied: 4, checkpoint: start + 4 });
+    await expectConverged(s, 'u-pages', a, b);
+    // One request per page, in order, each sent before the page ahead of it was applied: the
+    // request for page n + 1 leaves when page n arrives, not after its transaction.
+    expect(asked.map((r) => r.after)).toEqual([start, start + 1, start + 2, start + 3]);
+    expect(asked.map((r) => r.appliedBefore)).toEqual([0, 0, 1, 2]);
+    expect(applied).toEqual([1, 2, 3, 4]);
+  });
+
   it('writes made offline survive a restart and reach the other device', async () => {
     const path = join(dir, 'restart.db');
     const a = await device('u-restart', { path });
