@@ -214,11 +214,11 @@ export const hydrationBenchmark: Benchmark = {
     });
     rec.figure({ id: 'hydration.read_ms', label: 'hydration floor: PostgreSQL read of the 100k rows (part of the floor)', unit: 'ms', value: spread(readMs) });
     rec.figure({ id: 'hydration.create_ms', label: 'hydration: snapshot create of 100k rows (server, POST)', unit: 'ms', value: spread(hydrated.map((h) => h.createMs)) });
-    rec.figure({ id: 'hydration.pages_ms', label: `hydration: ${hydrated[0]?.pages} snapshot pages over HTTP`, unit: 'ms', value: spread(hydrated.map((h) => h.pagesMs)) });
+    rec.figure({ id: 'hydration.pages_ms', label: `hydration: ${hydrated[0]?.pages} snapshot pages over HTTP (the sum of their requests, which overlap the apply of the page before)`, unit: 'ms', value: spread(hydrated.map((h) => h.pagesMs)) });
     const local = spread(hydrated.map((h) => h.ms - h.httpMs));
     rec.figure({
       id: 'hydration.local_ms',
-      label: 'hydration: in the client (parse, validate, stage, apply); ratio = floor time / this',
+      label: 'hydration: in the client while no request was out (parse, validate, stage, apply); ratio = floor time / this',
       unit: 'ms',
       value: local,
       baseline: { label: 'floor (read + insert) of the same rows, ms', value: spread(direct) },

@@ -5,10 +5,16 @@
  * body (JSON, read and parsed), and one wa-sqlite insert transaction of them. The earlier
  * baseline, the insert alone, is printed too.
  *
+ * The same pull runs again with the gateway in a process of its own (npm start over this
+ * database), as a browser's client and a Lambda function never share a thread; and in pages of 10
+ * bundles over a link with a round trip added to every request, against what the same pages cost
+ * one after the other (the client asks for the next page while it applies the current one).
+ *
  * A device's checkpoint only moves forward, so every run needs its own: all of them attach
  * (to the empty scope) before the writer commits the bundles, and each run pulls on a fresh one.
  */
 import { startBodyServer } from './lib/body-server.js';
+import { startGatewayProcess } from './lib/gateway-process.js';
 import { type Benchmark } from './lib/context.js';
 import { type Note } from './lib/rows.js';
 import { initEmpty, pushBundle } from './lib/push.js';
@@ -22,6 +28,9 @@ const ROWS_PER_BUNDLE = 100;
 const ROWS = BUNDLES * ROWS_PER_BUNDLE;
 const USER = 'pull-user';
 export const PULL_TARGET_RATIO = 0.5;
+/** The link of the paged runs: a round trip added to every request, and bundles per page. */
+const LINK_RTT_MS = 40;
+const LINK_PAGE_BUNDLES = 10;
 
 interface PullRun {
   readonly ms: number;
@@ -36,15 +45,25 @@ export const pullBenchmark: Benchmark = {
     const writer = server.client(USER, 'pull-writer');
     await initEmpty(writer);
     const runs = ctx.runs(5);
-    // One device per run plus a warm-up, attached while the scope is still empty.
-    const devices: BenchDevice[] = [];
+    const gateway = await startGatewayProcess(server);
+    // Devices for every run (and the warm-ups), attached while the scope is still empty.
     const sqlTimings = new SqlTimings();
-    for (let i = 0; i <= runs; i++) {
-      const device = await openBenchDevice(server, USER, sqlTimings);
-      const attached = await device.client.attach(USER);
-      rec.check(`pull device ${i}: attached to the empty scope`, attached.status === 'attached' && attached.hydratedRows === 0, JSON.stringify(attached));
-      devices.push(device);
-    }
+    const apartTimings = new SqlTimings(); // not reported: the statements are those of the runs above
+    const attachDevices = async (kind: string, n: number, open: () => Promise<BenchDevice>): Promise<BenchDevice[]> => {
+      const opened: BenchDevice[] = [];
+      for (let i = 0; i < n; i++) {
+        const device = await open();
+        const attached = await device.client.attach(USER);
+        rec.check(`pull ${kind} device ${i}: attached to the empty scope`, attached.status === 'attached' && attached.hydratedRows === 0, JSON.stringify(attached));
+        opened.push(device);
+      }
+      return opened;
+    };
+    const paged = { config: { pullBundles: LINK_PAGE_BUNDLES } };
+    const devices = await attachDevices('in-process', runs + 1, () => openBenchDevice(server, USER, sqlTimings));
+    const apartDevices = await attachDevices('own-process', runs + 1, () => openBenchDevice(gateway.server, USER, apartTimings));
+    const pagedDevices = await attachDevices('paged', runs, () => openBenchDevice(server, USER, apartTimings, paged));
+    const linkDevices = await attachDevices('paged over a link', runs, () => openBenchDevice(server, USER, apartTimings, { ...paged, latencyMs: LINK_RTT_MS }));
     const notes = makeNotes(ROWS, 7);
     let lastSeq = 0;
     for (let b = 0; b < BUNDLES; b++) {
@@ -52,7 +71,7 @@ export const pullBenchmark: Benchmark = {
     }
     const expected = notesFingerprint(notes);
 
-    const pullOnce = async (device: BenchDevice, i: number | 'warm-up'): Promise<PullRun> => {
+    const pullOnce = async (device: BenchDevice, i: number | string): Promise<PullRun> => {
       try {
         const before = await device.client.pendingStatus();
         rec.expectEqual(`pull run ${i}: checkpoint before the bundles`, before.checkpoint, lastSeq - BUNDLES);
@@ -106,6 +125,7 @@ export const pullBenchmark: Benchmark = {
       }
     };
     await pullOnce(devices[0] as BenchDevice, 'warm-up');
+    await pullOnce(apartDevices[0] as BenchDevice, 'own-process warm-up');
     await directOnce(-1);
     await floorOnce(-1);
     floorParts.readMs.length = 0;
@@ -115,6 +135,9 @@ export const pullBenchmark: Benchmark = {
     const pulled: PullRun[] = [];
     const direct: number[] = [];
     const floor: number[] = [];
+    const apart: PullRun[] = [];
+    const pagedRuns: PullRun[] = [];
+    const linkRuns: PullRun[] = [];
     try {
       for (let i = 0; i < runs; i++) {
         const device = devices[i + 1] as BenchDevice;
@@ -131,8 +154,16 @@ export const pullBenchmark: Benchmark = {
         ctx.log(`pull run ${i}: ${p.ms.toFixed(0)} ms (HTTP ${p.httpMs.toFixed(0)} ms in ${p.requests} requests), floor ${floor.at(-1)?.toFixed(0)} ms ` +
           `(read ${floorParts.readMs.at(-1)?.toFixed(0)}, one HTTP body ${floorParts.transferMs.at(-1)?.toFixed(0)}), direct insert ${direct.at(-1)?.toFixed(0)} ms`);
       }
+      for (let i = 0; i < runs; i++) {
+        apart.push(await pullOnce(apartDevices[i + 1] as BenchDevice, `own-process ${i}`));
+        pagedRuns.push(await pullOnce(pagedDevices[i] as BenchDevice, `paged ${i}`));
+        linkRuns.push(await pullOnce(linkDevices[i] as BenchDevice, `paged over a link ${i}`));
+        ctx.log(`pull run ${i}: own-process gateway ${apart.at(-1)?.ms.toFixed(0)} ms; pages of ${LINK_PAGE_BUNDLES} bundles ${pagedRuns.at(-1)?.ms.toFixed(0)} ms ` +
+          `in ${pagedRuns.at(-1)?.requests} requests, over a ${LINK_RTT_MS} ms round trip ${linkRuns.at(-1)?.ms.toFixed(0)} ms`);
+      }
     } finally {
       await bodyServer.close();
+      await gateway.close();
     }
     const rate = spread(pulled.map((p) => rowsPerSecond(ROWS, p.ms)));
     const floorRate = spread(floor.map((ms) => rowsPerSecond(ROWS, ms)));
@@ -155,13 +186,35 @@ export const pullBenchmark: Benchmark = {
       baseline: { label: 'same rows inserted into wa-sqlite directly, one transaction', value: base },
       ratio: rate.median / base.median,
     });
+    const apartRate = spread(apart.map((p) => rowsPerSecond(ROWS, p.ms)));
+    rec.figure({
+      id: 'pull.own_process_rows_per_s',
+      label: 'pull 10k rows, the same with the gateway in a process of its own (npm start over this database), as browser and server never share a thread',
+      unit: 'rows/s',
+      value: apartRate,
+      baseline: { label: 'the floor above', value: floorRate },
+      ratio: apartRate.median / floorRate.median,
+    });
+    // Pages one after the other would cost the same pull without the link plus one round trip each.
+    const pages = linkRuns[0]?.requests ?? 0;
+    const sequential = spread(pagedRuns.map((p) => p.ms + p.requests * LINK_RTT_MS));
+    const overLink = spread(linkRuns.map((p) => p.ms));
+    rec.figure({
+      id: 'pull.link_ms',
+      label: `pull 10k rows in pages of ${LINK_PAGE_BUNDLES} bundles (${pages} requests) over a link adding ${LINK_RTT_MS} ms to each request; ratio = pages one after the other / this`,
+      unit: 'ms',
+      value: overLink,
+      baseline: { label: `the same pages without the link, plus ${LINK_RTT_MS} ms per request`, value: sequential },
+      ratio: sequential.median / overLink.median,
+      ratioOf: 'sequential ms / measured ms (above 1: the round trip of the next page overlaps the apply of the current one)',
+    });
     rec.figure({ id: 'pull.floor_read_ms', label: 'pull floor: PostgreSQL read of the 10k rows', unit: 'ms', value: spread(floorParts.readMs) });
     rec.figure({ id: 'pull.floor_transfer_ms', label: 'pull floor: the rows as one HTTP body (fetch, read, JSON.parse)', unit: 'ms', value: spread(floorParts.transferMs) });
-    rec.figure({ id: 'pull.http_ms', label: 'pull: HTTP (server + transfer)', unit: 'ms', value: spread(pulled.map((p) => p.httpMs)) });
+    rec.figure({ id: 'pull.http_ms', label: 'pull: HTTP, the time with a request out (server + transfer)', unit: 'ms', value: spread(pulled.map((p) => p.httpMs)) });
     const local = spread(pulled.map((p) => p.ms - p.httpMs));
     rec.figure({
       id: 'pull.local_ms',
-      label: 'pull: in the client (parse, validate, apply); ratio = direct insert time / this',
+      label: 'pull: in the client while no request was out (parse, validate, apply); ratio = direct insert time / this',
       unit: 'ms',
       value: local,
       baseline: { label: 'direct insert of the same rows, ms', value: spread(direct) },

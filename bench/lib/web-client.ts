@@ -28,18 +28,30 @@ export const CLIENT_NOTES_SQL = `CREATE TABLE notes (
 /** No retries: a benchmark must see every failure, not a slow success. */
 const NO_RETRY = { maxAttempts: 1, baseDelayMs: 0, maxDelayMs: 0 } as const;
 
-/** Time spent waiting for HTTP answers, body included, since the last `reset()`, also per route. */
+/**
+ * Time spent waiting for HTTP answers, body included, since the last `reset()`: `ms` is the wall
+ * time during which at least one request was out (a page asked for ahead overlaps the client's
+ * apply of the current one, and counts once), `byRoute` the sum of each route's requests.
+ */
 export class HttpMeter {
   ms = 0;
   requests = 0;
+  private inflight = 0;
+  private busySince = 0;
   /** Response body bytes as sent (compressed when the server compressed them). */
   wireBytes = 0;
   /** Response body bytes after decoding. */
   bodyBytes = 0;
   readonly byRoute = new Map<string, { ms: number; requests: number }>();
 
+  /** A request leaves. */
+  start(): void {
+    if (this.inflight++ === 0) this.busySince = nowMs();
+  }
+
+  /** A request's answer arrived (after `start()`). */
   record(route: string, ms: number, wireBytes = 0, bodyBytes = 0): void {
-    this.ms += ms;
+    if (--this.inflight === 0) this.ms += nowMs() - this.busySince;
     this.requests++;
     this.wireBytes += wireBytes;
     this.bodyBytes += bodyBytes;
@@ -56,6 +68,7 @@ export class HttpMeter {
 
   reset(): void {
     this.ms = 0;
+    this.inflight = 0;
     this.requests = 0;
     this.wireBytes = 0;
     this.bodyBytes = 0;
@@ -74,14 +87,24 @@ export interface BenchDevice {
  * A fetch that reads the whole body before answering, so the time until it resolves is the
  * server's work plus the transfer; the client's parse and apply come after.
  */
-function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolean): typeof fetch {
+function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolean, latencyMs: number): typeof fetch {
   return async (input, init) => {
     const start = nowMs();
+    meter.start();
+    // A link's round trip, before the request leaves: timers, so the client's thread stays free.
+    if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs));
     // fetch asks for gzip by itself (as browsers do); `identity` measures the uncompressed wire.
     const headers = new Headers(init?.headers);
     if (!compression) headers.set('accept-encoding', 'identity');
-    const res = await fetch(input, { ...init, headers });
-    const body = await res.arrayBuffer();
+    let res: Response;
+    let body: ArrayBuffer;
+    try {
+      res = await fetch(input, { ...init, headers });
+      body = await res.arrayBuffer();
+    } catch (error) {
+      meter.record('(failed)', nowMs() - start);
+      throw error;
+    }
     const url = new URL(input instanceof Request ? input.url : String(input));
     const route = routeOf(init?.method ?? 'GET', url.pathname);
     // The gateway answers with a Content-Length: the bytes on the wire, before fetch decodes them.
@@ -95,9 +118,11 @@ function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolea
 /**
  * A fresh device: an empty in-memory database with the notes table and the client opened on it.
  * With `timings`, every statement the client runs is timed (profile-client.ts); with
- * `compression: false` it asks for uncompressed answers.
+ * `compression: false` it asks for uncompressed answers; with `latencyMs`, every request waits
+ * that long before it leaves (a link's round trip, added once per request).
  */
-export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings, options: { compression?: boolean; config?: Partial<ClientConfig> } = {}): Promise<BenchDevice> {
+export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings,
+  options: { compression?: boolean; latencyMs?: number; config?: Partial<ClientConfig> } = {}): Promise<BenchDevice> {
   const token = new SignJWT({ sub: userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(BENCH_JWT_SECRET));
   const raw = await openNodeSqlite();
   const db = timings ? timedDb(raw, timings) : raw;
@@ -109,7 +134,7 @@ export async function openBenchDevice(server: BenchServer, userId: string, timin
     db,
     tables: [{ schema: 'bench', table: 'notes' }],
     retry: NO_RETRY,
-    fetch: meteredFetch(server, http, options.compression ?? true),
+    fetch: meteredFetch(server, http, options.compression ?? true, options.latencyMs ?? 0),
     ...options.config,
   });
   http.reset();
