@@ -140,6 +140,36 @@ describe('web client: everyday sync', () => {
     expect(applied).toEqual([1, 2, 3, 4]);
   });
 
+  it('a pull whose page fails to apply abandons the page it asked for ahead', async () => {
+    const a = await device('u-ahead');
+    await a.client.attach('u-ahead');
+    let ahead: AbortSignal | undefined;
+    let start = 0;
+    const b = await device('u-ahead', {
+      config: {
+        pullBundles: 1,
+        // The request for the page after the failing one answers only when it is abandoned.
+        fetch: (input, init) => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          if (url.pathname !== '/sync/pull' || Number(url.searchParams.get('after_bundle_seq')) !== start + 1) return fetch(input, init);
+          ahead = init?.signal ?? undefined;
+          return new Promise((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true }));
+        },
+      },
+    });
+    await b.client.attach('u-ahead');
+    // The app's own trigger refuses one title: the page carrying it cannot be applied.
+    await b.db.exec(`CREATE TRIGGER refuse_title BEFORE INSERT ON lists WHEN NEW.title = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by the app'); END`);
+    start = (await b.client.pendingStatus()).checkpoint;
+    for (const title of ['refused', 'fine']) {
+      await write.list(a.db, uuid(), title);
+      await a.client.sync();
+    }
+    await expect(b.client.pullToStable()).rejects.toThrow(/refused by the app/);
+    expect(ahead?.aborted).toBe(true);
+    expect((await b.client.pendingStatus()).checkpoint).toBe(start);
+  });
+
   it('writes made offline survive a restart and reach the other device', async () => {
     const path = join(dir, 'restart.db');
     const a = await device('u-restart', { path });
