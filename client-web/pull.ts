@@ -2,8 +2,9 @@
  * The pull step (protocol §5.4, §10.3–§10.4): one page of complete committed bundles after the
  * checkpoint, up to the stable ceiling the first page froze. Bundles too large for one response
  * (`rows_omitted`) are completed from the committed-rows endpoint first, so a page is always whole
- * bundles. The coordinator applies the page (rows and checkpoint in one transaction) and asks for
- * the next; `history_pruned` and a source refusal are outcomes it answers.
+ * bundles. The coordinator asks for the next page as soon as a page arrives (PageAhead), then
+ * applies the page (rows and checkpoint in one transaction); `history_pruned` and a source refusal
+ * are outcomes it answers.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { fetchBundleRows } from './committed-rows.js';
