@@ -7,7 +7,9 @@
  * The user's rows are written set-based through serverWrite, as one captured bundle.
  *
  * The floor (issue 18) is a PostgreSQL read of the same rows plus one wa-sqlite insert
- * transaction of them. Hydrations run with fetch's default Accept-Encoding (gzip), and a few
+ * transaction of them; the design's floor (design-floor.ts) adds what the specification's design
+ * itself asks: the frozen copy at create, the rows sent over HTTP in the specification's shape
+ * (the floor sends nothing) and the rows' versions kept by the client. Hydrations run with fetch's default Accept-Encoding (gzip), and a few
  * again with `identity`, to report the bytes and the time compression saves.
  *
  * Every measured hydration meets a new ceiling (a one-row server write before it, which leaves
@@ -24,6 +26,8 @@ import { type Note } from './lib/rows.js';
 import { SqlTimings } from './lib/sql-timing.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 import { clientFingerprint, directInsert, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
+import { startBodyServer } from './lib/body-server.js';
+import { designFloorApply, designFloorSnapshot, FLOOR_ROW_META_SQL, specRows, type SpecRow } from './lib/design-floor.js';
 
 const ROWS = 100_000;
 export const HYDRATION_TARGET_ROWS_PER_S = 50_000;
@@ -111,30 +115,65 @@ export const hydrationBenchmark: Benchmark = {
         await db.close();
       }
     };
+    // The design's floor: the frozen copy, its read, the rows in the specification's shape as one
+    // HTTP body, the rows and their versions into wa-sqlite.
+    const copyMs: number[] = [];
+    const bodyServer = await startBodyServer();
+    const designOnce = async (i: number): Promise<number> => {
+      const db = await openBaselineDb();
+      await db.exec(FLOOR_ROW_META_SQL);
+      try {
+        const { ms } = await timed(async () => {
+          const snapshot = await designFloorSnapshot(server.admin, USER, i + 10);
+          copyMs.push(snapshot.copyMs);
+          bodyServer.set(JSON.stringify({ rows: specRows(snapshot.rows, () => snapshotSeq) }));
+          const body = (await (await fetch(bodyServer.url)).json()) as { rows: SpecRow[] };
+          await designFloorApply(db, body.rows);
+        });
+        const fingerprint = await clientFingerprint(db);
+        rec.check(`hydration design floor run ${i}: rows equal the source rows`, fingerprint === expected, `${fingerprint} (expected ${expected})`);
+        const [meta] = await db.query('SELECT count(*) AS n FROM floor_row_meta');
+        rec.expectEqual(`hydration design floor run ${i}: row versions kept`, Number(meta?.['n']), ROWS);
+        return ms;
+      } finally {
+        await db.close();
+        await server.admin.query('DELETE FROM bench.floor_snapshot WHERE snapshot_id = $1', [i + 10]);
+      }
+    };
     await hydrateOnce('warm-up');
+    await designOnce(-1);
+    copyMs.length = 0;
     sqlTimings.reset();
 
     const runs = ctx.runs(5);
     const hydrated: HydrationRun[] = [];
     const shared: HydrationRun[] = [];
     const direct: number[] = [];
+    const design: number[] = [];
     const fresh = async (i: number) => {
       await newCeiling();
       hydrated.push(await hydrateOnce(i));
     };
-    for (let i = 0; i < runs; i++) {
-      if (i % 2 === 0) {
-        await fresh(i);
-        direct.push(await directOnce(i));
-      } else {
-        direct.push(await directOnce(i));
-        await fresh(i);
+    try {
+      for (let i = 0; i < runs; i++) {
+        if (i % 2 === 0) {
+          await fresh(i);
+          direct.push(await directOnce(i));
+          design.push(await designOnce(i));
+        } else {
+          design.push(await designOnce(i));
+          direct.push(await directOnce(i));
+          await fresh(i);
+        }
+        // Another device right after, at the same ceiling: the rendered snapshot is shared.
+        shared.push(await hydrateOnce(`${i} shared`));
+        const h = hydrated.at(-1) as HydrationRun;
+        ctx.log(`hydration run ${i}: ${h.ms.toFixed(0)} ms (HTTP ${h.httpMs.toFixed(0)}: create ${h.createMs.toFixed(0)}, ${h.pages} pages ${h.pagesMs.toFixed(0)}; client ${(h.ms - h.httpMs).toFixed(0)}; ${(h.wireBytes / 1e6).toFixed(1)} MB on the wire), ` +
+          `second device ${(shared.at(-1) as HydrationRun).ms.toFixed(0)} ms (create ${(shared.at(-1) as HydrationRun).createMs.toFixed(0)}), floor ${direct.at(-1)?.toFixed(0)} ms (read ${readMs.at(-1)?.toFixed(0)}), ` +
+          `design floor ${design.at(-1)?.toFixed(0)} ms (copy ${copyMs.at(-1)?.toFixed(0)})`);
       }
-      // Another device right after, at the same ceiling: the rendered snapshot is shared.
-      shared.push(await hydrateOnce(`${i} shared`));
-      const h = hydrated.at(-1) as HydrationRun;
-      ctx.log(`hydration run ${i}: ${h.ms.toFixed(0)} ms (HTTP ${h.httpMs.toFixed(0)}: create ${h.createMs.toFixed(0)}, ${h.pages} pages ${h.pagesMs.toFixed(0)}; client ${(h.ms - h.httpMs).toFixed(0)}; ${(h.wireBytes / 1e6).toFixed(1)} MB on the wire), ` +
-        `second device ${(shared.at(-1) as HydrationRun).ms.toFixed(0)} ms (create ${(shared.at(-1) as HydrationRun).createMs.toFixed(0)}), floor ${direct.at(-1)?.toFixed(0)} ms (read ${readMs.at(-1)?.toFixed(0)})`);
+    } finally {
+      await bodyServer.close();
     }
     // The same hydration asking for uncompressed answers (accept-encoding: identity).
     const identity: HydrationRun[] = [];
@@ -173,6 +212,24 @@ export const hydrationBenchmark: Benchmark = {
       ratio,
       target: { text: `≥ ${HYDRATION_TARGET_ROWS_PER_S.toLocaleString('en-US')} rows/s and ≥ ${HYDRATION_TARGET_RATIO}× baseline`, met: rate.median >= HYDRATION_TARGET_ROWS_PER_S && ratio >= HYDRATION_TARGET_RATIO },
     });
+    const designRate = spread(design.map((ms) => rowsPerSecond(ROWS, ms)));
+    rec.figure({
+      id: 'hydration.design_floor_rows_per_s',
+      label: 'hydration design floor: the rows copied as a frozen snapshot (one statement), read back, sent as one HTTP body in the specification\'s row shape, inserted with their row versions',
+      unit: 'rows/s',
+      value: designRate,
+      baseline: floor,
+      ratio: designRate.median / base.median,
+    });
+    rec.figure({
+      id: 'hydration.vs_design_floor',
+      label: 'hydrate 100k rows against the design floor; ratio = hydration rows/s / design floor rows/s',
+      unit: 'rows/s',
+      value: rate,
+      baseline: { label: 'the design floor above', value: designRate },
+      ratio: rate.median / designRate.median,
+    });
+    rec.figure({ id: 'hydration.design_floor_copy_ms', label: 'hydration design floor: the frozen copy of the 100k rows', unit: 'ms', value: spread(copyMs) });
     const apartRate = spread(apart.map((h) => rowsPerSecond(ROWS, h.ms)));
     rec.figure({
       id: 'hydration.own_process_rows_per_s',

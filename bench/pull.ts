@@ -10,10 +10,15 @@
  * bundles over a link with a round trip added to every request, against what the same pages cost
  * one after the other (the client asks for the next page while it applies the current one).
  *
+ * Beside the floor, the design's floor (design-floor.ts): the same read, but the rows sent in the
+ * specification's committed-row shape and inserted with their row versions, which any client of
+ * the specification keeps; the figures say what share of the gap to the floor is the design's.
+ *
  * A device's checkpoint only moves forward, so every run needs its own: all of them attach
  * (to the empty scope) before the writer commits the bundles, and each run pulls on a fresh one.
  */
 import { startBodyServer } from './lib/body-server.js';
+import { designFloorApply, FLOOR_ROW_META_SQL, specRows, type SpecRow } from './lib/design-floor.js';
 import { startGatewayProcess } from './lib/gateway-process.js';
 import { type Benchmark } from './lib/context.js';
 import { type Note } from './lib/rows.js';
@@ -94,20 +99,32 @@ export const pullBenchmark: Benchmark = {
     // The floor: read, one HTTP body, parse, one insert.
     const bodyServer = await startBodyServer();
     const floorParts = { readMs: [] as number[], transferMs: [] as number[] };
-    const floorOnce = async (i: number): Promise<number> => {
+    // `design`: the rows in the specification's shape, inserted with their versions.
+    const floorOnce = async (i: number, design = false): Promise<number> => {
       const db = await openBaselineDb();
+      if (design) await db.exec(FLOOR_ROW_META_SQL);
       try {
         const { ms } = await timed(async () => {
           const read = await timed(() => server.admin.query<Note>(
             `SELECT id::text, title, body, position, done, to_json(updated_at)#>>'{}' AS updated_at FROM bench.notes WHERE _sync_scope_id = $1`, [USER]));
-          floorParts.readMs.push(read.ms);
-          bodyServer.set(JSON.stringify(read.result.rows));
-          const transfer = await timed(async () => (await (await fetch(bodyServer.url)).json()) as Note[]);
-          floorParts.transferMs.push(transfer.ms);
-          await directInsert(db, transfer.result);
+          if (!design) floorParts.readMs.push(read.ms);
+          if (!design) {
+            bodyServer.set(JSON.stringify(read.result.rows));
+            const transfer = await timed(async () => (await (await fetch(bodyServer.url)).json()) as Note[]);
+            floorParts.transferMs.push(transfer.ms);
+            await directInsert(db, transfer.result);
+          } else {
+            bodyServer.set(JSON.stringify({ rows: specRows(read.result.rows, (r) => lastSeq - BUNDLES + 1 + Math.floor(r / ROWS_PER_BUNDLE)) }));
+            const body = (await (await fetch(bodyServer.url)).json()) as { rows: SpecRow[] };
+            await designFloorApply(db, body.rows);
+          }
         });
         const fingerprint = await clientFingerprint(db);
-        rec.check(`pull floor run ${i}: rows equal the source rows`, fingerprint === expected, `${fingerprint} (expected ${expected})`);
+        rec.check(`pull ${design ? 'design ' : ''}floor run ${i}: rows equal the source rows`, fingerprint === expected, `${fingerprint} (expected ${expected})`);
+        if (design) {
+          const [meta] = await db.query('SELECT count(*) AS n FROM floor_row_meta');
+          rec.expectEqual(`pull design floor run ${i}: row versions kept`, Number(meta?.['n']), ROWS);
+        }
         return ms;
       } finally {
         await db.close();
@@ -128,6 +145,7 @@ export const pullBenchmark: Benchmark = {
     await pullOnce(apartDevices[0] as BenchDevice, 'own-process warm-up');
     await directOnce(-1);
     await floorOnce(-1);
+    await floorOnce(-1, true);
     floorParts.readMs.length = 0;
     floorParts.transferMs.length = 0;
     sqlTimings.reset();
@@ -135,6 +153,7 @@ export const pullBenchmark: Benchmark = {
     const pulled: PullRun[] = [];
     const direct: number[] = [];
     const floor: number[] = [];
+    const designFloor: number[] = [];
     const apart: PullRun[] = [];
     const pagedRuns: PullRun[] = [];
     const linkRuns: PullRun[] = [];
@@ -144,15 +163,18 @@ export const pullBenchmark: Benchmark = {
         if (i % 2 === 0) {
           pulled.push(await pullOnce(device, i));
           floor.push(await floorOnce(i));
+          designFloor.push(await floorOnce(i, true));
           direct.push(await directOnce(i));
         } else {
           direct.push(await directOnce(i));
+          designFloor.push(await floorOnce(i, true));
           floor.push(await floorOnce(i));
           pulled.push(await pullOnce(device, i));
         }
         const p = pulled.at(-1) as PullRun;
         ctx.log(`pull run ${i}: ${p.ms.toFixed(0)} ms (HTTP ${p.httpMs.toFixed(0)} ms in ${p.requests} requests), floor ${floor.at(-1)?.toFixed(0)} ms ` +
-          `(read ${floorParts.readMs.at(-1)?.toFixed(0)}, one HTTP body ${floorParts.transferMs.at(-1)?.toFixed(0)}), direct insert ${direct.at(-1)?.toFixed(0)} ms`);
+          `(read ${floorParts.readMs.at(-1)?.toFixed(0)}, one HTTP body ${floorParts.transferMs.at(-1)?.toFixed(0)}), design floor ${designFloor.at(-1)?.toFixed(0)} ms, ` +
+          `direct insert ${direct.at(-1)?.toFixed(0)} ms`);
       }
       for (let i = 0; i < runs; i++) {
         apart.push(await pullOnce(apartDevices[i + 1] as BenchDevice, `own-process ${i}`));
@@ -177,6 +199,23 @@ export const pullBenchmark: Benchmark = {
       baseline: { label: 'floor: the same rows read from PostgreSQL, sent as one HTTP body and inserted into wa-sqlite in one transaction', value: floorRate },
       ratio,
       target: { text: `≥ ${PULL_TARGET_RATIO}× floor`, met: ratio >= PULL_TARGET_RATIO },
+    });
+    const designRate = spread(designFloor.map((ms) => rowsPerSecond(ROWS, ms)));
+    rec.figure({
+      id: 'pull.design_floor_rows_per_s',
+      label: 'pull design floor: the same read, the rows sent in the specification\'s committed-row shape and inserted with their row versions',
+      unit: 'rows/s',
+      value: designRate,
+      baseline: { label: 'the floor above', value: floorRate },
+      ratio: designRate.median / floorRate.median,
+    });
+    rec.figure({
+      id: 'pull.vs_design_floor',
+      label: 'pull 10k rows against the design floor; ratio = pull rows/s / design floor rows/s',
+      unit: 'rows/s',
+      value: rate,
+      baseline: { label: 'the design floor above', value: designRate },
+      ratio: rate.median / designRate.median,
     });
     rec.figure({
       id: 'pull.vs_insert',

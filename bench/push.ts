@@ -11,10 +11,16 @@
  * early once they have used CLIENT_PUSH_BUDGET_MS, so a slow client cannot blow the run's
  * 10-minute budget; the figure's n says how many fitted.
  *
+ * Beside them, the staged design's own floor (design-floor.ts): the same rows staged in chunks
+ * and committed with the four writes the specification's design makes (staged rows, business
+ * table, bundle log, row versions) as bare SQL, so the figures say what share of the gap to one
+ * upsert the design itself takes.
+ *
  * Everything is measured after ANALYZE, as autovacuum leaves a production database.
  */
 import { type Benchmark } from './lib/context.js';
 import { countScope, directUpsert } from './lib/direct-pg.js';
+import { countFloor, designFloorPush, type DesignFloorPush } from './lib/design-floor.js';
 import { initEmpty, pushBundle, type PushTiming } from './lib/push.js';
 import { insertRows, makeNotes, meanPayloadBytes, type Note } from './lib/rows.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
@@ -44,6 +50,7 @@ export const pushBenchmark: Benchmark = {
     await initEmpty(warm);
     await pushBundle(warm, insertRows(makeNotes(1000)), 1, CHUNK_ROWS);
     await directUpsert(server.admin, 'direct-warmup', makeNotes(1000));
+    await designFloorPush(server.admin, 'floor-warmup', makeNotes(1000), CHUNK_ROWS);
     // Push figures are taken on an analyzed database, as production's is within a minute of use
     // (autovacuum): statistics once flipped commit plans into scans of the user's history.
     await server.admin.query('ANALYZE');
@@ -52,6 +59,7 @@ export const pushBenchmark: Benchmark = {
     const runs = ctx.runs(5);
     const timings: PushTiming[] = [];
     const baselineMs: number[] = [];
+    const floorRuns: DesignFloorPush[] = [];
     for (let i = 0; i < runs; i++) {
       const notes = makeNotes(ROWS, i);
       if (i === 0) rec.note(`push rows: mean payload ${meanPayloadBytes(notes).toFixed(0)} bytes of JSON`);
@@ -60,16 +68,16 @@ export const pushBenchmark: Benchmark = {
       await initEmpty(client);
       const viaSync = async () => timings.push(await pushBundle(client, insertRows(notes), 1, CHUNK_ROWS));
       const direct = async () => baselineMs.push((await timed(() => directUpsert(server.admin, `direct-run-${i}`, notes))).ms);
-      if (i % 2 === 0) {
-        await viaSync();
-        await direct();
-      } else {
-        await direct();
-        await viaSync();
-      }
+      const floor = async () => floorRuns.push(await designFloorPush(server.admin, `floor-run-${i}`, notes, CHUNK_ROWS));
+      for (const step of i % 2 === 0 ? [viaSync, direct, floor] : [floor, direct, viaSync]) await step();
       rec.expectEqual(`push run ${i}: rows of ${user} in bench.notes`, await countScope(server.admin, 'notes', user), ROWS);
       rec.expectEqual(`push run ${i}: rows of direct-run-${i} in bench.notes_direct`, await countScope(server.admin, 'notes_direct', `direct-run-${i}`), ROWS);
-      ctx.log(`push run ${i}: ${timings.at(-1)?.totalMs.toFixed(0)} ms via sync, ${baselineMs.at(-1)?.toFixed(0)} ms direct`);
+      for (const table of ['floor_notes', 'floor_bundle_rows', 'floor_row_state'] as const) {
+        rec.expectEqual(`push run ${i}: rows of floor-run-${i} in bench.${table}`, await countFloor(server.admin, table, `floor-run-${i}`), ROWS);
+      }
+      const f = floorRuns.at(-1) as DesignFloorPush;
+      ctx.log(`push run ${i}: ${timings.at(-1)?.totalMs.toFixed(0)} ms via sync, ${baselineMs.at(-1)?.toFixed(0)} ms direct, ` +
+        `design floor ${f.totalMs.toFixed(0)} ms (staging ${f.stageMs.toFixed(0)}, commit ${f.commitMs.toFixed(0)})`);
     }
     const rate = spread(timings.map((t) => rowsPerSecond(ROWS, t.totalMs)));
     const base = spread(baselineMs.map((ms) => rowsPerSecond(ROWS, ms)));
@@ -83,6 +91,27 @@ export const pushBenchmark: Benchmark = {
       ratio,
       target: { text: `≥ ${PUSH_TARGET_RATIO}× baseline`, met: ratio >= PUSH_TARGET_RATIO },
     });
+    // The design's floor against the same upserts: the most any implementation of the staged
+    // design could reach; then Lockstep against that floor.
+    const floorRate = spread(floorRuns.map((f) => rowsPerSecond(ROWS, f.totalMs)));
+    rec.figure({
+      id: 'push.design_floor_rows_per_s',
+      label: 'push design floor: the same rows staged in 10 chunks (own transactions), then business upsert + bundle log + row versions in one (bare SQL)',
+      unit: 'rows/s',
+      value: floorRate,
+      baseline: { label: 'one multi-row INSERT … ON CONFLICT DO UPDATE (the same runs as above)', value: base },
+      ratio: floorRate.median / base.median,
+    });
+    rec.figure({
+      id: 'push.vs_design_floor',
+      label: 'push 10k rows over HTTP, against the design floor; ratio = push rows/s / design floor rows/s',
+      unit: 'rows/s',
+      value: rate,
+      baseline: { label: 'the design floor above', value: floorRate },
+      ratio: rate.median / floorRate.median,
+    });
+    rec.figure({ id: 'push.design_floor_stage_ms', label: 'push design floor: staging 10 chunks of 1,000 rows', unit: 'ms', value: spread(floorRuns.map((f) => f.stageMs)) });
+    rec.figure({ id: 'push.design_floor_commit_ms', label: 'push design floor: the commit (upsert, bundle log, row versions)', unit: 'ms', value: spread(floorRuns.map((f) => f.commitMs)) });
     rec.figure({ id: 'push.create_ms', label: 'push: session create', unit: 'ms', value: spread(timings.map((t) => t.createMs)) });
     rec.figure({ id: 'push.chunks_ms', label: 'push: upload of 10 chunks of 1,000 rows', unit: 'ms', value: spread(timings.map((t) => t.chunksMs)) });
     rec.figure({ id: 'push.commit_ms', label: 'push: commit of 10k rows', unit: 'ms', value: spread(timings.map((t) => t.commitMs)) });

@@ -3,6 +3,7 @@
  * and an identical table that is not registered, for the straight-to-PostgreSQL baseline.
  */
 import { parseTables } from '../../core/config.js';
+import { designFloorSchemaSql } from './design-floor.js';
 
 const NOTE_COLUMNS = `
   id uuid NOT NULL,
@@ -19,7 +20,8 @@ CREATE SCHEMA bench;
 CREATE TABLE bench.notes (${NOTE_COLUMNS});
 -- Same shape, never registered: the baseline writes here with no capture and no sync metadata.
 CREATE TABLE bench.notes_direct (${NOTE_COLUMNS});
-`;
+-- The design floors' tables (design-floor.ts): never registered either.
+${designFloorSchemaSql(NOTE_COLUMNS)}`;
 
 export const SYNC_TABLES_SPEC = 'bench.notes:id';
 export const BENCH_TABLES = parseTables(SYNC_TABLES_SPEC);

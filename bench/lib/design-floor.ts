@@ -1,0 +1,136 @@
+/**
+ * Design floors (issue 27): the least work the specification's own design asks for, done with
+ * none of Lockstep's code, so a figure can say how much of a gap to a bare floor is the design's
+ * and how much is the implementation's.
+ *
+ * - A push is a staged session: rows arrive in chunks at stateless handlers, so each chunk is
+ *   stored in PostgreSQL in its own transaction (`push_session_rows`); the commit writes the rows
+ *   into the business table, keeps them in the bundle log for pulls (`bundle_rows`) and moves each
+ *   row's version (`row_state`), in one transaction. The floor does exactly these four writes of
+ *   the same rows, each as one set-based statement: no validation, version check, capture, row
+ *   text or hash, no HTTP. Staged rows are never deleted here (a generous floor).
+ * - A pull or a hydration hands over committed rows in the specification's row shape (`schema`,
+ *   `table`, `key`, `op`, `row_version`, `payload` for every row), and a client keeps each row's
+ *   version for its next push's `base_row_version`. The floor renders that shape, sends it as one
+ *   HTTP body, and inserts the rows and their versions in one wa-sqlite transaction.
+ * - A hydration reads a frozen snapshot: the rows as of its ceiling, whatever commits meanwhile,
+ *   served in deterministic chunks, so the create copies them (`snapshot_session_rows`) with a
+ *   fixed ordinal. The floor copies them in one statement (in the order read: no sort), reads the
+ *   copy, and inserts the rows and their versions.
+ */
+import type pg from 'pg';
+import { type SqliteDb } from '../../client-web/sqlite/port.js';
+import { type Note } from './rows.js';
+
+/** The floor's tables, beside the bench's (never registered: nothing captures them). */
+export function designFloorSchemaSql(noteColumns: string): string {
+  return `
+CREATE TABLE bench.floor_stage (user_id text NOT NULL, push_id integer NOT NULL, row_ordinal integer NOT NULL, payload jsonb NOT NULL,
+  PRIMARY KEY (user_id, push_id, row_ordinal));
+CREATE TABLE bench.floor_notes (${noteColumns});
+CREATE TABLE bench.floor_bundle_rows (user_id text NOT NULL, bundle_seq bigint NOT NULL, row_ordinal integer NOT NULL, payload jsonb NOT NULL,
+  PRIMARY KEY (user_id, bundle_seq, row_ordinal));
+CREATE TABLE bench.floor_row_state (user_id text NOT NULL, key_id uuid NOT NULL, row_version bigint NOT NULL, PRIMARY KEY (user_id, key_id));
+CREATE TABLE bench.floor_snapshot (snapshot_id integer NOT NULL, row_ordinal integer NOT NULL, row_version bigint NOT NULL,
+  id uuid NOT NULL, title text NOT NULL, body text NOT NULL, position integer NOT NULL, done boolean NOT NULL, updated_at timestamptz NOT NULL,
+  PRIMARY KEY (snapshot_id, row_ordinal));
+`;
+}
+
+export interface DesignFloorPush {
+  readonly stageMs: number;
+  readonly commitMs: number;
+  readonly totalMs: number;
+}
+
+/** The staged design's four writes of `notes` for a fresh `userId`, in chunks of `chunkRows`. */
+export async function designFloorPush(admin: pg.Pool, userId: string, notes: readonly Note[], chunkRows: number): Promise<DesignFloorPush> {
+  const client = await admin.connect();
+  try {
+    const start = performance.now();
+    // Each chunk as its own request would send it: the rows as JSON, stored in their own transaction.
+    for (let at = 0; at < notes.length; at += chunkRows) {
+      await client.query(
+        `INSERT INTO bench.floor_stage (user_id, push_id, row_ordinal, payload)
+         SELECT $1, 1, $2 + (o - 1)::integer, v FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS t(v, o)`,
+        [userId, at, JSON.stringify(notes.slice(at, at + chunkRows))]);
+    }
+    const staged = performance.now();
+    await client.query('BEGIN');
+    await client.query(
+      `INSERT INTO bench.floor_notes (id, _sync_scope_id, title, body, position, done, updated_at)
+       SELECT (payload->>'id')::uuid, user_id, payload->>'title', payload->>'body', (payload->>'position')::integer,
+              (payload->>'done')::boolean, (payload->>'updated_at')::timestamptz
+         FROM bench.floor_stage WHERE user_id = $1 AND push_id = 1 ORDER BY row_ordinal
+       ON CONFLICT (_sync_scope_id, id) DO UPDATE SET title = EXCLUDED.title, body = EXCLUDED.body, position = EXCLUDED.position,
+         done = EXCLUDED.done, updated_at = EXCLUDED.updated_at`, [userId]);
+    await client.query(
+      `INSERT INTO bench.floor_bundle_rows (user_id, bundle_seq, row_ordinal, payload)
+       SELECT user_id, 1, row_ordinal, payload FROM bench.floor_stage WHERE user_id = $1 AND push_id = 1`, [userId]);
+    await client.query(
+      `INSERT INTO bench.floor_row_state (user_id, key_id, row_version)
+       SELECT user_id, (payload->>'id')::uuid, 1 FROM bench.floor_stage WHERE user_id = $1 AND push_id = 1
+       ON CONFLICT (user_id, key_id) DO UPDATE SET row_version = EXCLUDED.row_version`, [userId]);
+    await client.query('COMMIT');
+    const end = performance.now();
+    return { stageMs: staged - start, commitMs: end - staged, totalMs: end - start };
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Rows of `userId` in one of the floor's tables, for the row-count checks. */
+export async function countFloor(admin: pg.Pool, table: 'floor_notes' | 'floor_bundle_rows' | 'floor_row_state', userId: string): Promise<number> {
+  const column = table === 'floor_notes' ? '_sync_scope_id' : 'user_id';
+  const r = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM bench.${table} WHERE ${column} = $1`, [userId]);
+  return Number(r.rows[0]?.n ?? -1);
+}
+
+export interface DesignFloorSnapshot {
+  readonly copyMs: number;
+  readonly rows: Note[];
+}
+
+/** The frozen copy of a scope's rows (bench.notes) as snapshot `snapshotId`, then its read. */
+export async function designFloorSnapshot(admin: pg.Pool, scopeId: string, snapshotId: number): Promise<DesignFloorSnapshot> {
+  const start = performance.now();
+  await admin.query(
+    `INSERT INTO bench.floor_snapshot (snapshot_id, row_ordinal, row_version, id, title, body, position, done, updated_at)
+     SELECT $2, (row_number() OVER ())::integer, 1, id, title, body, position, done, updated_at FROM bench.notes WHERE _sync_scope_id = $1`,
+    [scopeId, snapshotId]);
+  const copyMs = performance.now() - start;
+  const read = await admin.query<Note>(
+    `SELECT id::text, title, body, position, done, to_json(updated_at)#>>'{}' AS updated_at FROM bench.floor_snapshot WHERE snapshot_id = $1`,
+    [snapshotId]);
+  return { copyMs, rows: read.rows };
+}
+
+/** A committed row in the specification's shape, as a pull page or a snapshot page carries it. */
+export interface SpecRow {
+  readonly schema: string;
+  readonly table: string;
+  readonly key: { readonly id: string };
+  readonly op: 'INSERT';
+  readonly row_version: number;
+  readonly payload: Note;
+}
+
+/** `notes` in the specification's committed-row shape, each with its version. */
+export function specRows(notes: readonly Note[], rowVersion: (i: number) => number): SpecRow[] {
+  return notes.map((n, i) => ({ schema: 'bench', table: 'notes', key: { id: n.id }, op: 'INSERT', row_version: rowVersion(i), payload: n }));
+}
+
+/** What a client keeps of each row's version (the client's own `_sync_row_meta` shape). */
+export const FLOOR_ROW_META_SQL = `CREATE TABLE floor_row_meta (tbl TEXT NOT NULL, key NOT NULL, row_version INTEGER NOT NULL,
+  deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tbl, key)) WITHOUT ROWID`;
+
+/** The rows and their versions into wa-sqlite: two prepared inserts, one transaction. */
+export async function designFloorApply(db: SqliteDb, rows: readonly SpecRow[]): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.runMany('INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)', rows.map(({ payload: n }) => [n.id, n.title, n.body, n.position, n.done ? 1 : 0, n.updated_at]));
+    await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', rows.map((r) => [r.table, r.key.id, r.row_version]));
+  });
+}
