@@ -7,8 +7,8 @@
  * The user's rows are written set-based through serverWrite, as one captured bundle.
  *
  * The floor (issue 18) is a PostgreSQL read of the same rows plus one wa-sqlite insert
- * transaction of them; the design's floor (design-floor.ts) adds what the specification's design
- * itself asks: the frozen copy at create, the rows sent over HTTP in the specification's shape
+ * transaction of them; the design's floor (design-floor.ts) adds what the protocol's design
+ * itself asks: the frozen copy at create, the rows sent over HTTP in the protocol's shape
  * (the floor sends nothing) and the rows' versions kept by the client. Hydrations run with fetch's default Accept-Encoding (gzip), and a few
  * again with `identity`, to report the bytes and the time compression saves.
  *
@@ -115,7 +115,7 @@ export const hydrationBenchmark: Benchmark = {
         await db.close();
       }
     };
-    // The design's floor: the frozen copy, its read, the rows in the specification's shape as one
+    // The design's floor: the frozen copy, its read, the rows in the protocol's shape as one
     // HTTP body, the rows and their versions into wa-sqlite.
     const copyMs: number[] = [];
     const bodyServer = await startBodyServer();
@@ -215,7 +215,7 @@ export const hydrationBenchmark: Benchmark = {
     const designRate = spread(design.map((ms) => rowsPerSecond(ROWS, ms)));
     rec.figure({
       id: 'hydration.design_floor_rows_per_s',
-      label: 'hydration design floor: the rows copied as a frozen snapshot (one statement), read back, sent as one HTTP body in the specification\'s row shape, inserted with their row versions',
+      label: 'hydration design floor: the rows copied as a frozen snapshot (one statement), read back, sent as one HTTP body in the protocol\'s row shape, inserted with their row versions',
       unit: 'rows/s',
       value: designRate,
       baseline: floor,

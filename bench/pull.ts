@@ -11,8 +11,8 @@
  * one after the other (the client asks for the next page while it applies the current one).
  *
  * Beside the floor, the design's floor (design-floor.ts): the same read, but the rows sent in the
- * specification's committed-row shape and inserted with their row versions, which any client of
- * the specification keeps; the figures say what share of the gap to the floor is the design's.
+ * protocol's committed-row shape (docs/protocol.md §4.1) and inserted with their row versions,
+ * which any client of the protocol keeps; the figures say what share of the gap to the floor is the design's.
  *
  * A device's checkpoint only moves forward, so every run needs its own: all of them attach
  * (to the empty scope) before the writer commits the bundles, and each run pulls on a fresh one.
@@ -99,7 +99,7 @@ export const pullBenchmark: Benchmark = {
     // The floor: read, one HTTP body, parse, one insert.
     const bodyServer = await startBodyServer();
     const floorParts = { readMs: [] as number[], transferMs: [] as number[] };
-    // `design`: the rows in the specification's shape, inserted with their versions.
+    // `design`: the rows in the protocol's shape, inserted with their versions.
     const floorOnce = async (i: number, design = false): Promise<number> => {
       const db = await openBaselineDb();
       if (design) await db.exec(FLOOR_ROW_META_SQL);
@@ -203,7 +203,7 @@ export const pullBenchmark: Benchmark = {
     const designRate = spread(designFloor.map((ms) => rowsPerSecond(ROWS, ms)));
     rec.figure({
       id: 'pull.design_floor_rows_per_s',
-      label: 'pull design floor: the same read, the rows sent in the specification\'s committed-row shape and inserted with their row versions',
+      label: 'pull design floor: the same read, the rows sent in the protocol\'s committed-row shape (docs/protocol.md §4.1) and inserted with their row versions',
       unit: 'rows/s',
       value: designRate,
       baseline: { label: 'the floor above', value: floorRate },

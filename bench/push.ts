@@ -12,7 +12,7 @@
  * 10-minute budget; the figure's n says how many fitted.
  *
  * Beside them, the staged design's own floor (design-floor.ts): the same rows staged in chunks
- * and committed with the four writes the specification's design makes (staged rows, business
+ * and committed with the four writes the protocol's design makes (staged rows, business
  * table, bundle log, row versions) as bare SQL, so the figures say what share of the gap to one
  * upsert the design itself takes.
  *

@@ -1,5 +1,5 @@
 /**
- * Design floors (issue 27): the least work the specification's own design asks for, done with
+ * Design floors (issue 27): the least work the protocol's own design asks for (docs/protocol.md), done with
  * none of Lockstep's code, so a figure can say how much of a gap to a bare floor is the design's
  * and how much is the implementation's.
  *
@@ -9,7 +9,7 @@
  *   row's version (`row_state`), in one transaction. The floor does exactly these four writes of
  *   the same rows, each as one set-based statement: no validation, version check, capture, row
  *   text or hash, no HTTP. Staged rows are never deleted here (a generous floor).
- * - A pull or a hydration hands over committed rows in the specification's row shape (`schema`,
+ * - A pull or a hydration hands over committed rows in the protocol's row shape (`schema`,
  *   `table`, `key`, `op`, `row_version`, `payload` for every row), and a client keeps each row's
  *   version for its next push's `base_row_version`. The floor renders that shape, sends it as one
  *   HTTP body, and inserts the rows and their versions in one wa-sqlite transaction.
@@ -108,7 +108,7 @@ export async function designFloorSnapshot(admin: pg.Pool, scopeId: string, snaps
   return { copyMs, rows: read.rows };
 }
 
-/** A committed row in the specification's shape, as a pull page or a snapshot page carries it. */
+/** A committed row in the protocol's shape, as a pull page or a snapshot page carries it. */
 export interface SpecRow {
   readonly schema: string;
   readonly table: string;
@@ -118,7 +118,7 @@ export interface SpecRow {
   readonly payload: Note;
 }
 
-/** `notes` in the specification's committed-row shape, each with its version. */
+/** `notes` in the protocol's committed-row shape (docs/protocol.md §4.1), each with its version. */
 export function specRows(notes: readonly Note[], rowVersion: (i: number) => number): SpecRow[] {
   return notes.map((n, i) => ({ schema: 'bench', table: 'notes', key: { id: n.id }, op: 'INSERT', row_version: rowVersion(i), payload: n }));
 }
