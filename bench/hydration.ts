@@ -8,9 +8,10 @@
  *
  * The floor (issue 18) is a PostgreSQL read of the same rows plus one wa-sqlite insert
  * transaction of them; the design's floor (design-floor.ts) adds what the protocol's design
- * itself asks: the frozen copy at create, the rows sent over HTTP in the protocol's shape
- * (the floor sends nothing) and the rows' versions kept by the client. Hydrations run with fetch's default Accept-Encoding (gzip), and a few
- * again with `identity`, to report the bytes and the time compression saves.
+ * itself asks: the frozen copy at create, the rows sent over HTTP in the protocol's shape (the
+ * floor sends nothing) and the rows' versions kept by the client. Hydrations run with fetch's
+ * default Accept-Encoding (gzip), and a few again with `identity`, to report the bytes and the
+ * time compression saves.
  *
  * Every measured hydration meets a new ceiling (a one-row server write before it, which leaves
  * the rows' fingerprint as it was), so the server renders the snapshot each time, as for the
@@ -27,7 +28,7 @@ import { SqlTimings } from './lib/sql-timing.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 import { clientFingerprint, directInsert, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 import { startBodyServer } from './lib/body-server.js';
-import { designFloorApply, designFloorSnapshot, FLOOR_ROW_META_SQL, specRows, type SpecRow } from './lib/design-floor.js';
+import { designFloorSnapshot, designFloorTransferAndApply, keptVersions, openDesignFloorDb, specRows } from './lib/design-floor.js';
 
 const ROWS = 100_000;
 export const HYDRATION_TARGET_ROWS_PER_S = 50_000;
@@ -120,20 +121,16 @@ export const hydrationBenchmark: Benchmark = {
     const copyMs: number[] = [];
     const bodyServer = await startBodyServer();
     const designOnce = async (i: number): Promise<number> => {
-      const db = await openBaselineDb();
-      await db.exec(FLOOR_ROW_META_SQL);
+      const db = await openDesignFloorDb();
       try {
         const { ms } = await timed(async () => {
           const snapshot = await designFloorSnapshot(server.admin, USER, i + 10);
           copyMs.push(snapshot.copyMs);
-          bodyServer.set(JSON.stringify({ rows: specRows(snapshot.rows, () => snapshotSeq) }));
-          const body = (await (await fetch(bodyServer.url)).json()) as { rows: SpecRow[] };
-          await designFloorApply(db, body.rows);
+          await designFloorTransferAndApply(bodyServer, db, specRows(snapshot.rows, () => snapshotSeq));
         });
         const fingerprint = await clientFingerprint(db);
         rec.check(`hydration design floor run ${i}: rows equal the source rows`, fingerprint === expected, `${fingerprint} (expected ${expected})`);
-        const [meta] = await db.query('SELECT count(*) AS n FROM floor_row_meta');
-        rec.expectEqual(`hydration design floor run ${i}: row versions kept`, Number(meta?.['n']), ROWS);
+        rec.expectEqual(`hydration design floor run ${i}: row versions kept`, await keptVersions(db), ROWS);
         return ms;
       } finally {
         await db.close();

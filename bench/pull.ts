@@ -12,13 +12,14 @@
  *
  * Beside the floor, the design's floor (design-floor.ts): the same read, but the rows sent in the
  * protocol's committed-row shape (docs/protocol.md §4.1) and inserted with their row versions,
- * which any client of the protocol keeps; the figures say what share of the gap to the floor is the design's.
+ * which any client of the protocol keeps; the figures say what share of the gap to the floor is
+ * the design's.
  *
  * A device's checkpoint only moves forward, so every run needs its own: all of them attach
  * (to the empty scope) before the writer commits the bundles, and each run pulls on a fresh one.
  */
 import { startBodyServer } from './lib/body-server.js';
-import { designFloorApply, FLOOR_ROW_META_SQL, specRows, type SpecRow } from './lib/design-floor.js';
+import { designFloorTransferAndApply, keptVersions, openDesignFloorDb, specRows } from './lib/design-floor.js';
 import { startGatewayProcess } from './lib/gateway-process.js';
 import { type Benchmark } from './lib/context.js';
 import { type Note } from './lib/rows.js';
@@ -99,32 +100,26 @@ export const pullBenchmark: Benchmark = {
     // The floor: read, one HTTP body, parse, one insert.
     const bodyServer = await startBodyServer();
     const floorParts = { readMs: [] as number[], transferMs: [] as number[] };
-    // `design`: the rows in the protocol's shape, inserted with their versions.
+    // `design`: the design floor, the rows in the protocol's shape, inserted with their versions.
     const floorOnce = async (i: number, design = false): Promise<number> => {
-      const db = await openBaselineDb();
-      if (design) await db.exec(FLOOR_ROW_META_SQL);
+      const db = await (design ? openDesignFloorDb() : openBaselineDb());
       try {
         const { ms } = await timed(async () => {
           const read = await timed(() => server.admin.query<Note>(
             `SELECT id::text, title, body, position, done, to_json(updated_at)#>>'{}' AS updated_at FROM bench.notes WHERE _sync_scope_id = $1`, [USER]));
-          if (!design) floorParts.readMs.push(read.ms);
-          if (!design) {
-            bodyServer.set(JSON.stringify(read.result.rows));
-            const transfer = await timed(async () => (await (await fetch(bodyServer.url)).json()) as Note[]);
-            floorParts.transferMs.push(transfer.ms);
-            await directInsert(db, transfer.result);
-          } else {
-            bodyServer.set(JSON.stringify({ rows: specRows(read.result.rows, (r) => lastSeq - BUNDLES + 1 + Math.floor(r / ROWS_PER_BUNDLE)) }));
-            const body = (await (await fetch(bodyServer.url)).json()) as { rows: SpecRow[] };
-            await designFloorApply(db, body.rows);
+          if (design) {
+            await designFloorTransferAndApply(bodyServer, db, specRows(read.result.rows, (r) => lastSeq - BUNDLES + 1 + Math.floor(r / ROWS_PER_BUNDLE)));
+            return;
           }
+          floorParts.readMs.push(read.ms);
+          bodyServer.set(JSON.stringify(read.result.rows));
+          const transfer = await timed(async () => (await (await fetch(bodyServer.url)).json()) as Note[]);
+          floorParts.transferMs.push(transfer.ms);
+          await directInsert(db, transfer.result);
         });
         const fingerprint = await clientFingerprint(db);
         rec.check(`pull ${design ? 'design ' : ''}floor run ${i}: rows equal the source rows`, fingerprint === expected, `${fingerprint} (expected ${expected})`);
-        if (design) {
-          const [meta] = await db.query('SELECT count(*) AS n FROM floor_row_meta');
-          rec.expectEqual(`pull design floor run ${i}: row versions kept`, Number(meta?.['n']), ROWS);
-        }
+        if (design) rec.expectEqual(`pull design floor run ${i}: row versions kept`, await keptVersions(db), ROWS);
         return ms;
       } finally {
         await db.close();

@@ -17,25 +17,14 @@
  *   served in deterministic chunks, so the create copies them (`snapshot_session_rows`) with a
  *   fixed ordinal. The floor copies them in one statement (in the order read: no sort), reads the
  *   copy, and inserts the rows and their versions.
+ *
+ * Their tables are in schema.ts (bench.floor_*), never registered.
  */
 import type pg from 'pg';
 import { type SqliteDb } from '../../client-web/sqlite/port.js';
+import { type BodyServer } from './body-server.js';
 import { type Note } from './rows.js';
-
-/** The floor's tables, beside the bench's (never registered: nothing captures them). */
-export function designFloorSchemaSql(noteColumns: string): string {
-  return `
-CREATE TABLE bench.floor_stage (user_id text NOT NULL, push_id integer NOT NULL, row_ordinal integer NOT NULL, payload jsonb NOT NULL,
-  PRIMARY KEY (user_id, push_id, row_ordinal));
-CREATE TABLE bench.floor_notes (${noteColumns});
-CREATE TABLE bench.floor_bundle_rows (user_id text NOT NULL, bundle_seq bigint NOT NULL, row_ordinal integer NOT NULL, payload jsonb NOT NULL,
-  PRIMARY KEY (user_id, bundle_seq, row_ordinal));
-CREATE TABLE bench.floor_row_state (user_id text NOT NULL, key_id uuid NOT NULL, row_version bigint NOT NULL, PRIMARY KEY (user_id, key_id));
-CREATE TABLE bench.floor_snapshot (snapshot_id integer NOT NULL, row_ordinal integer NOT NULL, row_version bigint NOT NULL,
-  id uuid NOT NULL, title text NOT NULL, body text NOT NULL, position integer NOT NULL, done boolean NOT NULL, updated_at timestamptz NOT NULL,
-  PRIMARY KEY (snapshot_id, row_ordinal));
-`;
-}
+import { INSERT_NOTE, noteValues, openBaselineDb } from './web-client.js';
 
 export interface DesignFloorPush {
   readonly stageMs: number;
@@ -123,14 +112,29 @@ export function specRows(notes: readonly Note[], rowVersion: (i: number) => numb
   return notes.map((n, i) => ({ schema: 'bench', table: 'notes', key: { id: n.id }, op: 'INSERT', row_version: rowVersion(i), payload: n }));
 }
 
-/** What a client keeps of each row's version (the client's own `_sync_row_meta` shape). */
-export const FLOOR_ROW_META_SQL = `CREATE TABLE floor_row_meta (tbl TEXT NOT NULL, key NOT NULL, row_version INTEGER NOT NULL,
-  deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tbl, key)) WITHOUT ROWID`;
+/** A baseline device with a table shaped like the client's own `_sync_row_meta` for the versions. */
+export async function openDesignFloorDb(): Promise<SqliteDb> {
+  const db = await openBaselineDb();
+  await db.exec(`CREATE TABLE floor_row_meta (tbl TEXT NOT NULL, key NOT NULL, row_version INTEGER NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tbl, key)) WITHOUT ROWID`);
+  return db;
+}
 
-/** The rows and their versions into wa-sqlite: two prepared inserts, one transaction. */
-export async function designFloorApply(db: SqliteDb, rows: readonly SpecRow[]): Promise<void> {
+/**
+ * `rows` sent as one HTTP body through `bodyServer`, read and parsed, then inserted into `db`
+ * (from openDesignFloorDb) with their versions: two prepared inserts, one transaction.
+ */
+export async function designFloorTransferAndApply(bodyServer: BodyServer, db: SqliteDb, rows: readonly SpecRow[]): Promise<void> {
+  bodyServer.set(JSON.stringify({ rows }));
+  const body = (await (await fetch(bodyServer.url)).json()) as { rows: SpecRow[] };
   await db.transaction(async (tx) => {
-    await tx.runMany('INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)', rows.map(({ payload: n }) => [n.id, n.title, n.body, n.position, n.done ? 1 : 0, n.updated_at]));
-    await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', rows.map((r) => [r.table, r.key.id, r.row_version]));
+    await tx.runMany(INSERT_NOTE, body.rows.map((r) => noteValues(r.payload)));
+    await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', body.rows.map((r) => [r.table, r.key.id, r.row_version]));
   });
+}
+
+/** Row versions `db` kept (the floors' check that none was skipped). */
+export async function keptVersions(db: SqliteDb): Promise<number> {
+  const [row] = await db.query('SELECT count(*) AS n FROM floor_row_meta');
+  return Number(row?.['n']);
 }

@@ -148,7 +148,7 @@ export async function openBaselineDb(): Promise<SqliteDb> {
   return db;
 }
 
-const INSERT_NOTE = 'INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)';
+export const INSERT_NOTE = 'INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)';
 
 /** A note as the client's SQLite values. */
 export function noteValues(n: Note): SqlValue[] {
