@@ -20,6 +20,8 @@ export interface ClientLimits {
   readonly rowsPerPage: number;
   /** Rows per snapshot page: the largest the server serves, since hydration is the bulk path. */
   readonly snapshotPageRows: number;
+  /** Snapshot pages asked for while one is staged (rebuild.ts, PagesAhead); at least 1. */
+  readonly snapshotPagesAhead: number;
   readonly watchMaxWaitSeconds: number;
   /** The server stages and commits a bundle sent with its create (`single_request_push`), and the caller allows it. */
   readonly pushInOneRequest: boolean;
@@ -40,6 +42,14 @@ export interface ClientContext {
   readonly notified: NotifiedPages;
 }
 
+/**
+ * Snapshot pages asked for ahead by default, and at most: three keeps a link with latency busy (a
+ * 40 ms link: 1.73 s for 100k rows with one, 1.40 s with two, 1.29 s with three, no better with
+ * four) for at most three pages in memory and three of the user's requests at the server.
+ */
+const SNAPSHOT_PAGES_AHEAD = 3;
+const SNAPSHOT_PAGES_AHEAD_MAX = 8;
+
 function limit(caps: CapabilitiesResponse, name: string, fallback: number): number {
   const value = caps.bundle_limits[name];
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : fallback;
@@ -58,6 +68,9 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     bundlesPerPull: Math.min(config.pullBundles ?? limit(caps, 'default_bundles_per_pull', 50), maxPull),
     rowsPerPage: Math.min(config.pageRows ?? limit(caps, 'default_rows_per_page', 500), maxPage),
     snapshotPageRows: Math.min(config.pageRows ?? maxPage, maxPage),
+    snapshotPagesAhead: Number.isFinite(config.snapshotPagesAhead)
+      ? Math.max(1, Math.min(Math.floor(config.snapshotPagesAhead as number), SNAPSHOT_PAGES_AHEAD_MAX))
+      : SNAPSHOT_PAGES_AHEAD,
     watchMaxWaitSeconds: limit(caps, 'watch_max_wait_seconds', 25),
     pushInOneRequest: caps.features['single_request_push'] === true && config.pushInOneRequest !== false,
   };

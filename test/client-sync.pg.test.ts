@@ -65,6 +65,74 @@ describe('web client: everyday sync', () => {
     expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
   });
 
+  /** A fetch that records each snapshot page request (its after_row_ordinal) and the most requests out at once. */
+  const snapshotPageLog = () => {
+    const log = { afters: [] as number[], out: 0, mostOut: 0 };
+    const isPage = (url: URL) => url.pathname.startsWith('/sync/snapshot-sessions/') && url.searchParams.has('after_row_ordinal');
+    const track = (input: Parameters<typeof fetch>[0], answer: () => Promise<Response>): Promise<Response> => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      if (!isPage(url)) return answer();
+      log.afters.push(Number(url.searchParams.get('after_row_ordinal')));
+      log.mostOut = Math.max(log.mostOut, ++log.out);
+      return answer().finally(() => log.out--);
+    };
+    return { log, track, isPage };
+  };
+
+  it('a hydration asks for three snapshot pages while it writes one (one with snapshotPagesAhead: 1), each page once', async () => {
+    const user = 'u-pages-ahead';
+    const a = await device(user);
+    for (let i = 0; i < 20; i++) await write.list(a.db, uuid(), `list ${i}`, i);
+    await a.client.attach(user);
+    for (const [ahead, most] of [[undefined, 3], [1, 1]] as const) {
+      const { log, track } = snapshotPageLog();
+      const b = await device(user, { config: { pageRows: 2, ...(ahead ? { snapshotPagesAhead: ahead } : {}), fetch: (input, init) => track(input, () => fetch(input, init)) } });
+      expect(await b.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 20 });
+      await expectConverged(s, user, a, b);
+      // Ten full pages of two rows: every guess lined up, nothing was asked for twice or past the end.
+      expect(log.afters).toEqual([0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
+      expect(log.mostOut).toBe(most);
+    }
+  });
+
+  it('a short snapshot page (a byte budget cut it) abandons the pages asked for ahead of it and asks for the one that follows', async () => {
+    const user = 'u-short-page';
+    const a = await device(user);
+    for (let i = 0; i < 12; i++) await write.list(a.db, uuid(), `list ${i}`, i);
+    await a.client.attach(user);
+    const { log, track, isPage } = snapshotPageLog();
+    const abandoned = new Map<number, AbortSignal>();
+    const b = await device(user, {
+      config: {
+        pageRows: 2,
+        fetch: (input, init) => track(input, async () => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          const after = isPage(url) ? Number(url.searchParams.get('after_row_ordinal')) : -1;
+          // The guesses made after the first page answer only when they are abandoned.
+          if ((after === 4 || after === 6) && !abandoned.has(after) && init?.signal) {
+            abandoned.set(after, init.signal);
+            const signal = init.signal;
+            return new Promise<Response>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+          }
+          const res = await fetch(input, init);
+          if (after !== 2) return res;
+          // The page after row 2 comes back with one row, as the server's byte budget may cut it.
+          const page = (await res.json()) as { rows: unknown[]; next_row_ordinal: number; has_more: boolean };
+          const headers = new Headers(res.headers);
+          headers.delete('content-encoding');
+          headers.delete('content-length');
+          return Response.json({ ...page, rows: page.rows.slice(0, 1), next_row_ordinal: 3, has_more: true }, { status: res.status, headers });
+        }),
+      },
+    });
+    expect(await b.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 12 });
+    await expectConverged(s, user, a, b);
+    expect([...abandoned.keys()]).toEqual([4, 6]);
+    expect([...abandoned.values()].every((signal) => signal.aborted)).toBe(true);
+    // The full first page asked for three (2, 4, 6); the short one for 3 alone; full pages again from there.
+    expect(log.afters).toEqual([0, 2, 4, 6, 3, 5, 7, 9, 11]);
+  });
+
   it('two devices converge through interleaved inserts, updates, deletes and a cascade', async () => {
     const a = await device('u-two');
     const b = await device('u-two');
