@@ -18,6 +18,26 @@ describe('wire bytes', () => {
     fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { numRuns: 400 });
   });
 
+  it('a text without control characters or surrogates (measured from its UTF-8 bytes) equals JSON.stringify too', () => {
+    const unit = fc.oneof(
+      fc.constantFrom('"', '\\', '\u007f', 'é', '€', '\uffff', 'a', ' '),
+      // eslint-disable-next-line no-control-regex -- the irregular characters are left out here
+      fc.string({ unit: 'binary' }).map((text) => text.replace(/[\u0000-\u001f\ud800-\udfff]/g, '')),
+    );
+    fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { numRuns: 400 });
+  });
+
+  it('serializedOver answers exactly, whether the cheap bound or the measure decides', () => {
+    // Bodies of 40-400 KB against limits from half to three times their serialized size: the
+    // bound decides the small ones (no control character or surrogate), the measure the rest.
+    const part = fc.array(fc.constantFrom('"', '\\', 'é', '€', '😀', '\n', 'abc', '{"k":1}'), { minLength: 1, maxLength: 40 }).map((parts) => parts.join(''));
+    fc.assert(fc.property(part, fc.integer({ min: 40_000, max: 400_000 }), fc.double({ min: 0.5, max: 3, noNaN: true }), (text, size, scale) => {
+      const event = { version: '2.0', body: text.repeat(Math.ceil(size / text.length)) };
+      const limit = Math.floor(exact(event) * scale);
+      return serializedOver(event, limit) === exact(event) > limit;
+    }), { numRuns: 200 });
+  });
+
   it('an event with a body measures like the whole event serialized', () => {
     const event = { version: '2.0', routeKey: 'POST /x', headers: { a: 'b"c' }, body: JSON.stringify({ rows: [{ title: 'say "hi" \\ ' }] }) };
     expect(serializedBytesWithBody(event)).toBe(exact(event));

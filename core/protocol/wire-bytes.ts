@@ -23,11 +23,30 @@ export function utf8Bytes(text: string): number {
 }
 
 /**
+ * Characters whose escaped size is not one more byte per `"` or `\`: control characters (short or
+ * `\uXXXX` escapes) and surrogates (a lone one becomes a six-byte escape). A text without any
+ * is measured from its UTF-8 bytes; one with some is walked character by character.
+ */
+// eslint-disable-next-line no-control-regex -- control characters are what it looks for
+const IRREGULAR = /[\u0000-\u001f\ud800-\udfff]/;
+
+/**
  * Exactly `utf8Bytes(JSON.stringify(text))`, without building the escaped copy (which costs a
  * multi-megabyte allocation per request): `"` and `\` and the short control escapes add one byte,
  * other control characters and lone surrogates become six-byte `\uXXXX` escapes.
  */
 export function jsonStringBytes(text: string): number {
+  if (typeof Buffer !== 'undefined' && !IRREGULAR.test(text)) {
+    // The common case (page texts, JSON bodies): the UTF-8 bytes plus one per quote or backslash,
+    // counted over the encoded bytes, several times faster than the walk below.
+    const bytes = Buffer.from(text, 'utf8');
+    let escapes = 0;
+    for (let i = 0; i < bytes.length; i++) {
+      const b = bytes[i];
+      if (b === 34 || b === 92) escapes++;
+    }
+    return bytes.length + escapes + 2;
+  }
   let bytes = 2;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -40,6 +59,15 @@ export function jsonStringBytes(text: string): number {
     else bytes += 3;
   }
   return bytes;
+}
+
+/**
+ * At least `jsonStringBytes(text)`, cheaply: a text without irregular characters escapes to at
+ * most twice its UTF-8 bytes (a quote or backslash doubles, nothing else grows); any other text
+ * to at most six bytes per UTF-16 unit.
+ */
+function jsonStringBytesBound(text: string): number {
+  return IRREGULAR.test(text) ? text.length * 6 + 2 : utf8Bytes(text) * 2 + 2;
 }
 
 /**
@@ -57,9 +85,12 @@ const ENVELOPE_BYTES_MAX = 64 * 1024;
 
 /**
  * Whether `value` (an event or a result) serializes to more than `limit` bytes. Measures only when
- * it could: escaping at most sextuples a character of the body.
+ * it could: escaping at most sextuples a character of the body, and at most doubles the UTF-8
+ * bytes of a body without control characters or surrogates (JSON text holds no raw control
+ * character, so only a body with text beyond the Basic Multilingual Plane is measured every time).
  */
 export function serializedOver<T extends { body?: string | undefined }>(value: T, limit: number): boolean {
   if ((value.body?.length ?? 0) * 6 + ENVELOPE_BYTES_MAX <= limit) return false;
+  if (value.body !== undefined && jsonStringBytesBound(value.body) + ENVELOPE_BYTES_MAX <= limit) return false;
   return serializedBytesWithBody(value) > limit;
 }
