@@ -157,6 +157,34 @@ describe('snapshot chunks (layout 17)', () => {
     expect(past.body).toMatchObject({ rows: [], next_row_ordinal: 5000, has_more: false });
   });
 
+  it('rows come table by table in apply order (parents first), each table in the byte order of its keys', async () => {
+    const c = s.client('row-order');
+    await initEmpty(c);
+    // Text keys whose UTF-8 byte order differs from numeric and from case-folded order.
+    const codes = ['9', '10', 'Zed', 'apple', 'éclair', 'Ä', '日本', '😀', 'a\u0301', ''.padEnd(40, 'x')];
+    await serverWrite(s.t.db, { userId: 'row-order', sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser }, async (tx, scope) => {
+      await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title) SELECT gen_random_uuid(), ${scope}, 'list ' || g FROM generate_series(1, 40) g`);
+      await tx.query(sql`INSERT INTO app.items (id, _sync_scope_id, list_id, body)
+        SELECT gen_random_uuid(), ${scope}, (SELECT id FROM app.lists WHERE _sync_scope_id = ${scope} ORDER BY title LIMIT 1), 'item ' || g FROM generate_series(1, 40) g`);
+      await tx.query(sql`INSERT INTO app.kinds (code, _sync_scope_id) SELECT unnest(${codes}::text[]), ${scope}`);
+    });
+    const create = await c.post('/sync/snapshot-sessions');
+    expectStatus(create, 200);
+    const { rows } = await readSnapshot(s.url, c, create.body.snapshot_id, 7);
+    const order = (await s.t.db.query<{ table_name: string }>(sql`SELECT table_name FROM sync.table_catalog WHERE NOT retired ORDER BY apply_order, table_id`)).map((t) => t.table_name);
+    expect(order.indexOf('lists')).toBeLessThan(order.indexOf('items'));
+    // Each table's rows in one run, the runs in apply order.
+    const runs = rows.map((r) => r.table as string).filter((t, i, all) => i === 0 || all[i - 1] !== t);
+    expect(runs).toEqual(order.filter((t) => runs.includes(t)));
+    expect(runs).toHaveLength(3);
+    const bytesOf = (key: unknown) => Buffer.from(String(key), 'utf8');
+    for (const table of runs) {
+      const keys = rows.filter((r) => r.table === table).map((r) => Object.values(r.key)[0]);
+      expect(keys.length, table).toBe(table === 'kinds' ? codes.length : 40);
+      expect(keys, table).toEqual([...keys].sort((a, b) => Buffer.compare(bytesOf(a), bytesOf(b))));
+    }
+  });
+
   it('a second device at the same ceiling shares the rendered rows; a commit in between renders anew, and each stays frozen', async () => {
     const a = s.client('chunk-share', 'dev-a');
     const b = s.client('chunk-share', 'dev-b');
