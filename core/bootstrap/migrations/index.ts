@@ -21,7 +21,7 @@ import { migration0018 } from './0018-user-keyed-layout.js';
 import { migration0019 } from './0019-push-throughput.js';
 import { migration0020 } from './0020-bounded-reads.js';
 import { migration0021 } from './0021-snapshot-join.js';
-import { migration0022 } from './0022-snapshot-sort-key.js';
+import { migration0022 } from './0022-read-path-sorts-and-joins.js';
 
 export const MIGRATIONS: readonly Migration[] = [
   migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007, migration0008, migration0009,

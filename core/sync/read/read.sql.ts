@@ -115,9 +115,13 @@ BEGIN
   SELECT NULL::jsonb, '{"stable_bundle_seq":' || v_stable || ',"bundles":[' || coalesce(string_agg(
       sync.bundle_head_text(c.bundle_seq, c.source_id, c.source_bundle_id, c.row_count, c.hash)
       || ',"rows_omitted":' || c.omitted::text || ',"rows":[' || CASE WHEN c.omitted THEN '' ELSE (
-          SELECT coalesce(string_agg(sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes,
-                   r.op_code, r.bundle_seq, r.payload, r.row_text, c.json_form, p_form), ',' ORDER BY r.row_ordinal), '')
-            FROM sync.bundle_rows r JOIN sync.table_catalog tc ON tc.table_id = r.table_id
+          -- A row stored in the asked form is its stored text; only the others read their table's
+          -- catalog entry (a join for every row was a fifth of the statement, layout 22).
+          SELECT coalesce(string_agg(CASE WHEN c.json_form = p_form AND r.row_text IS NOT NULL THEN r.row_text ELSE (
+                   SELECT sync.committed_row_in_form(tc.row_json_prefix, tc.key_kind, tc.json_columns, r.key_bytes,
+                     r.op_code, r.bundle_seq, r.payload, r.row_text, c.json_form, p_form)
+                     FROM sync.table_catalog tc WHERE tc.table_id = r.table_id) END, ',' ORDER BY r.row_ordinal), '')
+            FROM sync.bundle_rows r
            WHERE r.user_id = v_us.user_id AND r.bundle_seq = c.bundle_seq) END || ']}',
       ',' ORDER BY c.bundle_seq), '')
     || '],"has_more":' || (coalesce(max(c.bundle_seq), p_after) < v_stable)::text || '}'
