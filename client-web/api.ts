@@ -173,7 +173,7 @@ export interface ClientConfig {
   readonly pushInOneRequest?: boolean;
   /** Bundles per pull page; defaults to the server's `default_bundles_per_pull`. */
   readonly pullBundles?: number;
-  /** Rows per snapshot or committed-bundle page; defaults to the server's `default_rows_per_page`. */
+  /** Rows per snapshot or committed-bundle page; defaults to the largest the server serves (`max_rows_per_page`). */
   readonly pageRows?: number;
   /**
    * Snapshot pages a hydration asks for while it writes one: default 3, at most 8; 1 asks for the

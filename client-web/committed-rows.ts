@@ -16,7 +16,7 @@ export async function fetchBundleRows(ctx: ClientContext, bundleSeq: number, sig
   let after = 0;
   for (;;) {
     const page = await ctx.transport.request('GET', `/sync/committed-bundles/${bundleSeq}/rows`, {
-      query: { after_row_ordinal: after, max_rows: ctx.limits.rowsPerPage },
+      query: { after_row_ordinal: after, max_rows: ctx.limits.pageRows },
       schema: CommittedRowsAnswer,
       ...(signal ? { signal } : {}),
     });

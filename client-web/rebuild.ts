@@ -100,7 +100,7 @@ class PagesAhead {
  * and the final apply replaces what the direct pages wrote.
  */
 export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDownload): Promise<'downloaded' | 'vanished'> {
-  const pageRows = ctx.limits.snapshotPageRows;
+  const pageRows = ctx.limits.pageRows;
   // Fetch errors are kept as values: a page asked for ahead and never taken is never an unhandled rejection.
   const pages = new PagesAhead((after, signal) =>
     ctx.transport
