@@ -26,7 +26,7 @@ import { type BenchServer } from './lib/server.js';
 import { type Note } from './lib/rows.js';
 import { SqlTimings } from './lib/sql-timing.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
-import { clientFingerprint, directInsert, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
+import { clientFingerprint, directInsert, LINK_RTT_MS, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 import { startBodyServer } from './lib/body-server.js';
 import { designFloorSnapshot, designFloorTransferAndApply, keptVersions, openDesignFloorDb, specRows } from './lib/design-floor.js';
 
@@ -78,8 +78,9 @@ export const hydrationBenchmark: Benchmark = {
     };
 
     const sqlTimings = new SqlTimings();
-    const hydrateOnce = async (i: number | string, compression = true, through: BenchServer = server, timings: SqlTimings = sqlTimings): Promise<HydrationRun> => {
-      const device = await openBenchDevice(through, USER, timings, { compression });
+    const hydrateOnce = async (i: number | string, compression = true, through: BenchServer = server, timings: SqlTimings = sqlTimings,
+      link: { latencyMs?: number; config?: { snapshotPagesAhead: number } } = {}): Promise<HydrationRun> => {
+      const device = await openBenchDevice(through, USER, timings, { compression, ...link });
       try {
         const { ms, result } = await timed(() => device.client.attach(USER));
         const http = device.http;
@@ -180,6 +181,19 @@ export const hydrationBenchmark: Benchmark = {
       const h = identity.at(-1) as HydrationRun;
       ctx.log(`hydration run identity ${i}: ${h.ms.toFixed(0)} ms (HTTP ${h.httpMs.toFixed(0)}; ${(h.wireBytes / 1e6).toFixed(1)} MB on the wire)`);
     }
+    // Over a link adding a round trip to every request, as a phone's would: three pages asked for
+    // ahead (the client's default) against one at a time (what the client did before),
+    // alternated, at the same ceiling (the rendered snapshot shared), so only the paging differs.
+    const linked = { ahead: [] as HydrationRun[], one: [] as HydrationRun[] };
+    const linkTimings = new SqlTimings(); // not reported: the statements are the same as above
+    for (let i = 0; i < Math.min(runs, 3); i++) {
+      const order = i % 2 === 0 ? (['ahead', 'one'] as const) : (['one', 'ahead'] as const);
+      for (const key of order) {
+        const config = { snapshotPagesAhead: key === 'ahead' ? 3 : 1 };
+        linked[key].push(await hydrateOnce(`link ${key} ${i}`, true, server, linkTimings, { latencyMs: LINK_RTT_MS, config }));
+      }
+      ctx.log(`hydration run link ${i}: three pages ahead ${(linked.ahead.at(-1) as HydrationRun).ms.toFixed(0)} ms, one ${(linked.one.at(-1) as HydrationRun).ms.toFixed(0)} ms`);
+    }
     // The same fresh hydrations with the gateway in a process of its own (npm start over this
     // database), as a browser and a Lambda function never share a thread: the page apply no
     // longer holds back the server's next page.
@@ -235,6 +249,17 @@ export const hydrationBenchmark: Benchmark = {
       value: apartRate,
       baseline: floor,
       ratio: apartRate.median / base.median,
+    });
+    const linkRate = spread(linked.ahead.map((h) => rowsPerSecond(ROWS, h.ms)));
+    const linkOneRate = spread(linked.one.map((h) => rowsPerSecond(ROWS, h.ms)));
+    rec.figure({
+      id: 'hydration.link_rows_per_s',
+      label: `hydrate 100k rows over a link adding ${LINK_RTT_MS} ms to each request (the rendered snapshot shared): three pages asked for ahead (the default); ratio = this / one page ahead`,
+      unit: 'rows/s',
+      value: linkRate,
+      baseline: { label: 'one page asked for ahead', value: linkOneRate },
+      ratio: linkRate.median / linkOneRate.median,
+      ratioOf: 'three ahead rows/s / one ahead rows/s',
     });
     const sharedRate = spread(shared.map((h) => rowsPerSecond(ROWS, h.ms)));
     rec.figure({

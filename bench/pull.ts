@@ -27,15 +27,14 @@ import { initEmpty, pushBundle } from './lib/push.js';
 import { insertRows, makeNotes } from './lib/rows.js';
 import { SqlTimings } from './lib/sql-timing.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
-import { clientFingerprint, directInsert, notesFingerprint, openBaselineDb, openBenchDevice, type BenchDevice } from './lib/web-client.js';
+import { clientFingerprint, directInsert, LINK_RTT_MS, notesFingerprint, openBaselineDb, openBenchDevice, type BenchDevice } from './lib/web-client.js';
 
 const BUNDLES = 100;
 const ROWS_PER_BUNDLE = 100;
 const ROWS = BUNDLES * ROWS_PER_BUNDLE;
 const USER = 'pull-user';
 export const PULL_TARGET_RATIO = 0.5;
-/** The link of the paged runs: a round trip added to every request, and bundles per page. */
-const LINK_RTT_MS = 40;
+/** Bundles per page of the runs over a link (LINK_RTT_MS). */
 const LINK_PAGE_BUNDLES = 10;
 
 interface PullRun {

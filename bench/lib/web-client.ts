@@ -26,6 +26,9 @@ export const CLIENT_NOTES_SQL = `CREATE TABLE notes (
   position INTEGER NOT NULL, done INTEGER NOT NULL, updated_at TEXT NOT NULL)`;
 
 /** No retries: a benchmark must see every failure, not a slow success. */
+/** The slow link of the benches' link runs: a round trip added to every request, as a phone's would. */
+export const LINK_RTT_MS = 40;
+
 const NO_RETRY = { maxAttempts: 1, baseDelayMs: 0, maxDelayMs: 0 } as const;
 
 /**
