@@ -79,7 +79,7 @@ export const hydrationBenchmark: Benchmark = {
 
     const sqlTimings = new SqlTimings();
     const hydrateOnce = async (i: number | string, compression = true, through: BenchServer = server, timings: SqlTimings = sqlTimings,
-      link: { latencyMs?: number; config?: { snapshotPagesAhead: number } } = {}): Promise<HydrationRun> => {
+      link: { latencyMs?: number; config?: { pagesAhead: number } } = {}): Promise<HydrationRun> => {
       const device = await openBenchDevice(through, USER, timings, { compression, ...link });
       try {
         const { ms, result } = await timed(() => device.client.attach(USER));
@@ -189,7 +189,7 @@ export const hydrationBenchmark: Benchmark = {
     for (let i = 0; i < Math.min(runs, 3); i++) {
       const order = i % 2 === 0 ? (['ahead', 'one'] as const) : (['one', 'ahead'] as const);
       for (const key of order) {
-        const config = { snapshotPagesAhead: key === 'ahead' ? 3 : 1 };
+        const config = { pagesAhead: key === 'ahead' ? 3 : 1 };
         linked[key].push(await hydrateOnce(`link ${key} ${i}`, true, server, linkTimings, { latencyMs: LINK_RTT_MS, config }));
       }
       ctx.log(`hydration run link ${i}: three pages ahead ${(linked.ahead.at(-1) as HydrationRun).ms.toFixed(0)} ms, one ${(linked.one.at(-1) as HydrationRun).ms.toFixed(0)} ms`);

@@ -176,11 +176,11 @@ export interface ClientConfig {
   /** Rows per snapshot or committed-bundle page; defaults to the largest the server serves (`max_rows_per_page`). */
   readonly pageRows?: number;
   /**
-   * Snapshot pages a hydration asks for while it writes one: default 3, at most 8; 1 asks for the
-   * next page only. More hides more of a slow link's latency, at the cost of pages held in memory
-   * and requests open at once.
+   * Pages a hydration or a pull asks for while it applies one: default 3, at most 8; 1 asks for
+   * the next page only. More hides more of a slow link's latency, at the cost of pages held in
+   * memory and requests open at once.
    */
-  readonly snapshotPagesAhead?: number;
+  readonly pagesAhead?: number;
   /**
    * How long opening waits for the server's capabilities when a cached copy exists (one attempt,
    * no retries: an offline device opens on the cached copy at once). Default 3000.

@@ -23,7 +23,8 @@ import { replacementReason, type SourceRefusal } from './http-errors.js';
 import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
 import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits } from './outbox.js';
-import { PageAhead, pullPage, type PullPage } from './pull.js';
+import { pullPage, type PullPage } from './pull.js';
+import { PagesAhead, pagesAfter } from './pages-ahead.js';
 import { connect, pushBundle } from './push.js';
 import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
 import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation } from './rebuild.js';
@@ -102,8 +103,8 @@ class Run {
   // Pull.
   pulled = false;
   pullTarget: number | undefined;
-  /** The next page, asked for while the current one is applied (see PageAhead). */
-  pageAhead: PageAhead | null = null;
+  /** The next pages towards `target`, asked for while the current one is applied (pages-ahead.ts). */
+  pagesAhead: { readonly target: number; readonly pages: PagesAhead<PullPage> } | null = null;
   bundlesApplied = 0;
   rowsApplied = 0;
   rowsSkippedPending = 0;
@@ -158,8 +159,8 @@ export class Coordinator {
     try {
       return await this.steps(run, goal);
     } finally {
-      // A page asked for ahead that the run did not use (it failed, or rebuilt instead).
-      run.pageAhead?.abandon();
+      // Pages asked for ahead that the run did not use (it failed, or rebuilt instead).
+      run.pagesAhead?.pages.abandon();
     }
   }
 
@@ -391,15 +392,18 @@ export class Coordinator {
   /** One page of complete bundles, applied with the checkpoint in one transaction. */
   private async pullPhase(run: Run): Promise<SyncEvent> {
     const checkpoint = (await readAttachment(this.db)).checkpoint;
-    const ahead = run.pageAhead;
-    run.pageAhead = null;
+    // The page asked for ahead after this checkpoint, towards the same ceiling, if there is one.
+    const aheadPages = run.pagesAhead && run.pagesAhead.target === run.pullTarget ? run.pagesAhead.pages : null;
+    const ahead = aheadPages?.has(checkpoint) ? aheadPages.take(checkpoint) : null;
     let page: PullPage;
-    if (ahead && ahead.checkpoint === checkpoint && ahead.target === run.pullTarget) {
-      page = await ahead.take();
+    if (ahead) {
+      const settled = await ahead;
+      if ('error' in settled) throw settled.error;
+      page = settled.page;
     } else {
-      ahead?.abandon();
       page = await pullPage(this.ctx, checkpoint, run.pullTarget);
     }
+    if (page.kind !== 'page') run.pagesAhead?.pages.abandon();
     if (page.kind === 'history_pruned') {
       // Durable first: a crash during the rebuild resumes it on the next sync (protocol §10.6).
       await this.db.transaction(this.needsRebuild);
@@ -413,8 +417,14 @@ export class Coordinator {
       await this.ceilingReached(page.stable);
       return { type: 'page_applied', more: false };
     }
-    // The next page's request runs while this one is applied.
-    if (page.hasMore && last < page.stable) run.pageAhead = new PageAhead(this.ctx, last, page.stable);
+    // The next pages' requests run while this one is applied.
+    const stable = page.stable;
+    if (run.pagesAhead?.target !== stable) {
+      run.pagesAhead?.pages.abandon();
+      run.pagesAhead = { target: stable, pages: new PagesAhead((at, signal) => pullPage(this.ctx, at, stable, signal)) };
+    }
+    const per = this.ctx.limits.bundlesPerPull;
+    run.pagesAhead.pages.keep(page.hasMore ? pagesAfter(last, page.bundles === per, per, this.ctx.limits.pagesAhead, stable) : []);
     const stats = await applyTransaction(this.db, this.ctx.model, async (tx) => {
       const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false));
       await advanceCheckpoint(tx, last);

@@ -2,8 +2,8 @@
  * The pull step (protocol §5.4, §10.3–§10.4): one page of complete committed bundles after the
  * checkpoint, up to the stable ceiling the first page froze. Bundles too large for one response
  * (`rows_omitted`) are completed from the committed-rows endpoint first, so a page is always whole
- * bundles. The coordinator asks for the next page as soon as a page arrives (PageAhead), then
- * applies the page (rows and checkpoint in one transaction); `history_pruned` and a source refusal
+ * bundles. The coordinator asks for the next pages as soon as a page arrives (pages-ahead.ts),
+ * then applies the page (rows and checkpoint in one transaction); `history_pruned` and a source refusal
  * are outcomes it answers.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
@@ -31,7 +31,7 @@ export type PullPage =
 
 /**
  * Fetches the page after `checkpoint` (towards `target`, the ceiling frozen by the first page).
- * `signal` abandons a page asked for ahead that is no longer wanted (see PageAhead).
+ * `signal` abandons a page asked for ahead that is no longer wanted (see pages-ahead.ts).
  */
 export async function pullPage(ctx: ClientContext, checkpoint: number, target: number | undefined, signal?: AbortSignal): Promise<PullPage> {
   // The page a push notification brought, when it is the one this pull would ask for (§5.9).
@@ -68,32 +68,4 @@ export async function pullPage(ctx: ClientContext, checkpoint: number, target: n
     rows,
     hasMore: page.has_more,
   };
-}
-
-/**
- * The next page of a pull, asked for as soon as the current one arrived, so that its request
- * (the server's work and the network's round trip) overlaps the current page's apply instead of
- * following it. It is used only by the pull step it was asked for (the same checkpoint and
- * ceiling); any other outcome of the current page (an error, a rebuild) leaves it unused, and
- * `abandon()` stops its request and any retry of it.
- */
-export class PageAhead {
-  private readonly abort = new AbortController();
-  private readonly settled: Promise<{ readonly page: PullPage } | { readonly error: unknown }>;
-
-  constructor(ctx: ClientContext, readonly checkpoint: number, readonly target: number) {
-    // Settled here, so a page never awaited is never an unhandled rejection.
-    this.settled = pullPage(ctx, checkpoint, target, this.abort.signal).then((page) => ({ page }), (error: unknown) => ({ error }));
-  }
-
-  /** The page, or the error its request ended with, as if it had been asked for now. */
-  async take(): Promise<PullPage> {
-    const outcome = await this.settled;
-    if ('error' in outcome) throw outcome.error;
-    return outcome.page;
-  }
-
-  abandon(): void {
-    this.abort.abort();
-  }
 }

@@ -19,6 +19,7 @@ import { isCode, SOURCE_REFUSALS } from './http-errors.js';
 import { recordSnapshotProgress, type SnapshotDownload } from './state.js';
 import { type SyncHttpError } from './transport.js';
 import { SnapshotAnswer } from './wire.js';
+import { PagesAhead, pagesAfter } from './pages-ahead.js';
 
 /** A rotation to request with the snapshot (protocol §10.5). */
 export interface Rotation {
@@ -48,49 +49,9 @@ export async function createSnapshotSession(ctx: ClientContext, rotation: Rotati
 /** Thrown inside a page's transaction (rolling it back): a row's parent was not written before it. */
 class ParentNotBefore extends Error {}
 
-type Fetched = { readonly page: SnapshotPage } | { readonly error: unknown };
-
-/**
- * The snapshot pages asked for and not yet applied, by their first row ordinal. A page is full
- * (`pageRows` rows) unless the server's byte budget cut it short, so after a full page the next
- * pages are asked for at the ordinals full pages start at: on a link with latency the requests
- * overlap each other, not only the apply (see SNAPSHOT_PAGES_AHEAD in context.ts). A short page
- * makes those guesses wrong: they are abandoned (their requests aborted, retries included) and
- * the page that really follows is asked for.
- */
-class PagesAhead {
-  private readonly asked = new Map<number, { readonly fetched: Promise<Fetched>; readonly abort: AbortController }>();
-
-  constructor(private readonly fetchPage: (after: number, signal: AbortSignal) => Promise<Fetched>) {}
-
-  /** The page starting at `after`: the one asked for ahead, or a new request. */
-  take(after: number): Promise<Fetched> {
-    this.ask(after);
-    const entry = this.asked.get(after) as { readonly fetched: Promise<Fetched> };
-    this.asked.delete(after);
-    return entry.fetched;
-  }
-
-  /** Asks for the page starting at `after`, unless it is asked for already. */
-  ask(after: number): void {
-    if (this.asked.has(after)) return;
-    const abort = new AbortController();
-    this.asked.set(after, { fetched: this.fetchPage(after, abort.signal), abort });
-  }
-
-  /** Abandons every page asked for that does not start at one of `keep`. */
-  abandonExcept(keep: readonly number[] = []): void {
-    for (const [after, entry] of this.asked) {
-      if (keep.includes(after)) continue;
-      entry.abort.abort();
-      this.asked.delete(after);
-    }
-  }
-}
-
 /**
  * Downloads the remaining pages into the stage tables; `vanished` when the session is gone. Up to
- * `snapshotPagesAhead` pages are asked for while a page is staged (PagesAhead), so the network and
+ * `pagesAhead` pages are asked for while a page is staged (pages-ahead.ts), so the network and
  * the staging transaction overlap; the durable position still moves only after a page is staged.
  *
  * A page written straight into a table with a foreign key (directTables) commits like a pull: a
@@ -101,15 +62,12 @@ class PagesAhead {
  */
 export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDownload): Promise<'downloaded' | 'vanished'> {
   const pageRows = ctx.limits.pageRows;
-  // Fetch errors are kept as values: a page asked for ahead and never taken is never an unhandled rejection.
-  const pages = new PagesAhead((after, signal) =>
-    ctx.transport
-      .request('GET', `/sync/snapshot-sessions/${download.snapshotId}`, {
-        query: { after_row_ordinal: after, max_rows: pageRows },
-        schema: SnapshotAnswer,
-        signal,
-      })
-      .then((page) => ({ page }), (error: unknown) => ({ error })));
+  const pages = new PagesAhead<SnapshotPage>((after, signal) =>
+    ctx.transport.request('GET', `/sync/snapshot-sessions/${download.snapshotId}`, {
+      query: { after_row_ordinal: after, max_rows: pageRows },
+      schema: SnapshotAnswer,
+      signal,
+    }));
   let next = download.nextRowOrdinal;
   let staged = await stagedTables(ctx.db, ctx.model);
   ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: download.rowCount });
@@ -126,18 +84,9 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
       if (after <= next && page.has_more) {
         throw new ClientError(ClientErrorCode.protocolViolation, `snapshot page after ${next} made no progress`);
       }
-      if (page.has_more && after < download.rowCount) {
-        // After a full page the pages asked for ahead line up; after a short one they do not.
-        const ahead = after - next === pageRows
-          ? Array.from({ length: ctx.limits.snapshotPagesAhead }, (_, i) => after + i * pageRows).filter((at) => at < download.rowCount)
-          : [after];
-        pages.abandonExcept(ahead);
-        inflight = pages.take(after);
-        for (const at of ahead.slice(1)) pages.ask(at);
-      } else {
-        pages.abandonExcept();
-        inflight = null;
-      }
+      // After a full page the pages asked for ahead line up; after a short one they do not.
+      pages.keep(page.has_more ? pagesAfter(after, after - next === pageRows, pageRows, ctx.limits.pagesAhead, download.rowCount) : []);
+      inflight = pages.has(after) ? pages.take(after) : null;
       const into = staged;
       try {
         await applyTransaction(ctx.db, ctx.model, async (tx) => {
@@ -149,7 +98,7 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
         });
       } catch (error) {
         if (!(error instanceof ParentNotBefore)) throw error;
-        pages.abandonExcept();
+        pages.abandon();
         await ctx.db.transaction(async (tx) => {
           await resetStageTables(tx, ctx.model);
           await recordSnapshotProgress(tx, 0);
@@ -166,7 +115,7 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
     return 'downloaded';
   } finally {
     // A failed page, a vanished session or a failed apply: nothing asked for ahead is wanted.
-    pages.abandonExcept();
+    pages.abandon();
   }
 }
 

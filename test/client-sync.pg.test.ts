@@ -79,14 +79,14 @@ describe('web client: everyday sync', () => {
     return { log, track, isPage };
   };
 
-  it('a hydration asks for three snapshot pages while it writes one (one with snapshotPagesAhead: 1), each page once', async () => {
+  it('a hydration asks for three snapshot pages while it writes one (one with pagesAhead: 1), each page once', async () => {
     const user = 'u-pages-ahead';
     const a = await device(user);
     for (let i = 0; i < 20; i++) await write.list(a.db, uuid(), `list ${i}`, i);
     await a.client.attach(user);
     for (const [ahead, most] of [[undefined, 3], [1, 1]] as const) {
       const { log, track } = snapshotPageLog();
-      const b = await device(user, { config: { pageRows: 2, ...(ahead ? { snapshotPagesAhead: ahead } : {}), fetch: (input, init) => track(input, () => fetch(input, init)) } });
+      const b = await device(user, { config: { pageRows: 2, ...(ahead ? { pagesAhead: ahead } : {}), fetch: (input, init) => track(input, () => fetch(input, init)) } });
       expect(await b.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 20 });
       await expectConverged(s, user, a, b);
       // Ten full pages of two rows: every guess lined up, nothing was asked for twice or past the end.
@@ -175,37 +175,40 @@ describe('web client: everyday sync', () => {
     expect((await b.client.pendingStatus()).dirtyRows).toBe(0);
   });
 
-  it('a pull of several pages asks for the next page while it applies the current one', async () => {
+  it('a pull of several pages asks for the next three pages while it applies the current one (the next one with pagesAhead: 1)', async () => {
     const a = await device('u-pages');
     await a.client.attach('u-pages');
-    // Every pull request, with the pull pages the client had applied when it was sent.
-    const applied: number[] = [];
-    const asked: { after: number; appliedBefore: number }[] = [];
-    const b = await device('u-pages', {
-      config: {
-        pullBundles: 1,
-        onProgress: (p) => p.phase === 'pull' && applied.push(p.rowsDone),
-        fetch: (input, init) => {
-          const url = new URL(input instanceof Request ? input.url : String(input));
-          if (url.pathname === '/sync/pull') asked.push({ after: Number(url.searchParams.get('after_bundle_seq')), appliedBefore: applied.length });
-          return fetch(input, init);
-        },
-      },
-    });
-    await b.client.attach('u-pages');
     const lists = Array.from({ length: 4 }, () => uuid());
-    for (const [i, id] of lists.entries()) {
-      await write.list(a.db, id, `list ${i}`);
-      expect((await a.client.sync()).push).toMatchObject({ status: 'committed' });
+    for (const [i, ahead, sent] of [[0, undefined, [0, 0, 0, 0]], [1, 1, [0, 0, 1, 2]]] as const) {
+      // Every pull request, with the pull pages the client had applied when it was sent.
+      const applied: number[] = [];
+      const asked: { after: number; appliedBefore: number }[] = [];
+      const b = await device('u-pages', {
+        config: {
+          pullBundles: 1,
+          ...(ahead ? { pagesAhead: ahead } : {}),
+          onProgress: (p) => p.phase === 'pull' && applied.push(p.rowsDone),
+          fetch: (input, init) => {
+            const url = new URL(input instanceof Request ? input.url : String(input));
+            if (url.pathname === '/sync/pull') asked.push({ after: Number(url.searchParams.get('after_bundle_seq')), appliedBefore: applied.length });
+            return fetch(input, init);
+          },
+        },
+      });
+      await b.client.attach('u-pages');
+      for (const id of lists) {
+        await write.list(a.db, id, `list ${i}`);
+        expect((await a.client.sync()).push).toMatchObject({ status: 'committed' });
+      }
+      const start = (await b.client.pendingStatus()).checkpoint;
+      expect(await b.client.pullToStable()).toMatchObject({ bundlesApplied: 4, rowsApplied: 4, checkpoint: start + 4 });
+      await expectConverged(s, 'u-pages', a, b);
+      // One request per page, in order; with three ahead the first page's arrival sends the other
+      // three before it is applied, with one ahead each goes when the page before it arrives.
+      expect(asked.map((r) => r.after)).toEqual([start, start + 1, start + 2, start + 3]);
+      expect(asked.map((r) => r.appliedBefore)).toEqual(sent);
+      expect(applied).toEqual([1, 2, 3, 4]);
     }
-    const start = (await b.client.pendingStatus()).checkpoint;
-    expect(await b.client.pullToStable()).toMatchObject({ bundlesApplied: 4, rowsApplied: 4, checkpoint: start + 4 });
-    await expectConverged(s, 'u-pages', a, b);
-    // One request per page, in order, each sent before the page ahead of it was applied: the
-    // request for page n + 1 leaves when page n arrives, not after its transaction.
-    expect(asked.map((r) => r.after)).toEqual([start, start + 1, start + 2, start + 3]);
-    expect(asked.map((r) => r.appliedBefore)).toEqual([0, 0, 1, 2]);
-    expect(applied).toEqual([1, 2, 3, 4]);
   });
 
   it('a pull whose page fails to apply abandons the page it asked for ahead', async () => {
