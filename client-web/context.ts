@@ -23,7 +23,7 @@ export interface ClientLimits {
    * rows in pages of 1,000 and 1.79 s in pages of 5,000).
    */
   readonly pageRows: number;
-  /** Snapshot or pull pages asked for while one is applied (rebuild.ts and pull.ts, PagesAhead); at least 1. */
+  /** Snapshot or pull pages asked for while one is applied (pages-ahead.ts); at least 1. */
   readonly pagesAhead: number;
   readonly watchMaxWaitSeconds: number;
   /** The server stages and commits a bundle sent with its create (`single_request_push`), and the caller allows it. */

@@ -3,8 +3,8 @@
  * checkpoint, up to the stable ceiling the first page froze. Bundles too large for one response
  * (`rows_omitted`) are completed from the committed-rows endpoint first, so a page is always whole
  * bundles. The coordinator asks for the next pages as soon as a page arrives (pages-ahead.ts),
- * then applies the page (rows and checkpoint in one transaction); `history_pruned` and a source refusal
- * are outcomes it answers.
+ * then applies the page (rows and checkpoint in one transaction); `history_pruned` and a source
+ * refusal are outcomes it answers.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { fetchBundleRows } from './committed-rows.js';
