@@ -1,5 +1,5 @@
 /** Lambda: push sessions (create, chunks, commit, delete) and committed-bundle replay pages. */
-import { ChunkRequest, PushSessionCreateRequest } from '../core/protocol/index.js';
+import { parseChunkRequest, type ChunkRequest, PushSessionCreateRequest } from '../core/protocol/index.js';
 import { commitPush, committedBundleRows, createAndStage, createPushSession, deletePushSession, namesUnknownSchema, uploadChunk, type CommitOutcome } from '../core/sync/index.js';
 import { protocolOf, summaryInProtocol } from '../core/sync/wire-form.js';
 import { createHandler, type Route, type RouteContext } from './edge/handler.js';
@@ -89,7 +89,7 @@ export const routes: readonly Route[] = [
     method: 'POST',
     path: '/sync/push-sessions/{push_id}/chunks',
     auth: true,
-    run: async (req, ctx) => upload(req, ctx, pathUuid(req, 'push_id'), parseBody(req, ChunkRequest)),
+    run: async (req, ctx) => upload(req, ctx, pathUuid(req, 'push_id'), parseBody(req, { parse: parseChunkRequest })),
   },
   {
     method: 'POST',

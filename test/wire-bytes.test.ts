@@ -7,6 +7,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jsonStringBytes, serializedBytesWithBody, serializedOver } from '../core/protocol/wire-bytes.js';
 
+/** Fixed, so every run checks the same cases (a failure replays). */
+const SEED = 20261126;
+
 const exact = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), 'utf8');
 
 describe('wire bytes', () => {
@@ -15,7 +18,7 @@ describe('wire bytes', () => {
       fc.constantFrom('"', '\\', '\n', '\t', '\b', '\f', '\r', '\u0000', '\u001f', '\u007f', 'é', '€', '😀', '\ud800', '\udfff', 'a'),
       fc.string({ unit: 'binary' }),
     );
-    fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { numRuns: 400 });
+    fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { seed: SEED, numRuns: 400 });
   });
 
   it('a text without control characters or surrogates (measured from its UTF-8 bytes) equals JSON.stringify too', () => {
@@ -24,7 +27,7 @@ describe('wire bytes', () => {
       // eslint-disable-next-line no-control-regex -- the irregular characters are left out here
       fc.string({ unit: 'binary' }).map((text) => text.replace(/[\u0000-\u001f\ud800-\udfff]/g, '')),
     );
-    fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { numRuns: 400 });
+    fc.assert(fc.property(fc.array(unit, { maxLength: 40 }).map((parts) => parts.join('')), (text) => jsonStringBytes(text) === exact(text)), { seed: SEED, numRuns: 400 });
   });
 
   it('serializedOver answers exactly, whether the cheap bound or the measure decides', () => {
@@ -35,7 +38,7 @@ describe('wire bytes', () => {
       const event = { version: '2.0', body: text.repeat(Math.ceil(size / text.length)) };
       const limit = Math.floor(exact(event) * scale);
       return serializedOver(event, limit) === exact(event) > limit;
-    }), { numRuns: 200 });
+    }), { seed: SEED, numRuns: 200 });
   });
 
   it('an event with a body measures like the whole event serialized', () => {

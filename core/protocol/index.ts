@@ -8,6 +8,7 @@ export {
   PushSessionAlreadyCommitted,
   BundleSummary,
   ChunkRequest,
+  parseChunkRequest,
   ChunkResponse,
   CommitResponse,
 } from './push-session.js';

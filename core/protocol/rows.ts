@@ -27,6 +27,40 @@ export const PushedRow = z.strictObject({
 });
 export type PushedRow = z.infer<typeof PushedRow>;
 
+const PUSHED_ROW_FIELDS = new Set(['schema', 'table', 'key', 'op', 'base_row_version', 'payload']);
+
+/** A plain object, as JSON.parse makes them and zod's record and object schemas accept. */
+function isPlainRecord(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+const isIdentifier = (v: unknown): boolean => typeof v === 'string' && v.length >= 1 && v.length <= 63;
+
+/**
+ * True only for a value `PushedRow` accepts unchanged: the same checks, written out. A chunk's
+ * rows are checked with this first, and with the schema only when one fails (for its message):
+ * zod copies every row and payload, ~2.5 ms of each 1,000-row chunk, a tenth of its request.
+ */
+export function isPushedRow(v: unknown): v is PushedRow {
+  if (!isPlainRecord(v)) return false;
+  for (const field of Object.keys(v)) if (!PUSHED_ROW_FIELDS.has(field)) return false;
+  if (!isIdentifier(v['schema']) || !isIdentifier(v['table'])) return false;
+  const op = v['op'];
+  if (op !== 'INSERT' && op !== 'UPDATE' && op !== 'DELETE') return false;
+  const base = v['base_row_version'];
+  if (!Number.isSafeInteger(base) || (base as number) < 0) return false;
+  const payload = v['payload'];
+  if (payload !== undefined && payload !== null && !isPlainRecord(payload)) return false;
+  const key = v['key'];
+  if (!isPlainRecord(key)) return false;
+  const names = Object.keys(key);
+  if (names.length !== 1 || !isIdentifier(names[0])) return false;
+  const value = key[names[0] as string];
+  return typeof value === 'string' && value.length <= 4096;
+}
+
 export const CommittedRow = z.object({
   schema: z.string(),
   table: z.string(),

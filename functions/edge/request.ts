@@ -3,7 +3,6 @@
  * query, lower-cased headers, the body text, and the authorizer's claims.
  */
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import type * as z from 'zod/mini';
 import { SyncError } from '../../core/errors.js';
 import { PROTOCOL_HEADER, SOURCE_ID_HEADER, SOURCE_ID_PATTERN, userIdProblem, type ProtocolVersion } from '../../core/protocol/index.js';
 import { type Actor } from '../../core/sync/index.js';
@@ -62,8 +61,8 @@ export function readRequest(event: HttpApiEvent, maxRequestBytes: number): Omit<
   return { method: event.requestContext.http.method.toUpperCase(), path: event.rawPath, query, headers, bodyText, bodyBytes, event };
 }
 
-/** Parses and validates a JSON body; an absent body is `{}` when `optional`. */
-export function parseBody<T>(request: EdgeRequest, schema: z.ZodMiniType<T>, optional = false): T {
+/** Parses and validates a JSON body (a zod schema, or a parse with the same contract); an absent body is `{}` when `optional`. */
+export function parseBody<T>(request: EdgeRequest, schema: { parse(value: unknown): T }, optional = false): T {
   let value: unknown = {};
   if (request.bodyText !== undefined) {
     try {
