@@ -11,6 +11,7 @@ import { type Catalog } from '../catalog/catalog.js';
 import { SCOPE_COLUMN } from '../catalog/names.js';
 import { type Limits } from '../../limits.js';
 import { rowWireBytesMax } from '../context.js';
+import { utf8Bytes } from '../../protocol/wire-bytes.js';
 import { jsonRenderingGrowth } from './json-size.js';
 
 /** How `push_session_rows.op_code` and `bundle_rows.op_code` store an op. */
@@ -58,6 +59,10 @@ function stringProblem(text: string): ValueProblem | null {
  * was parsed from protocol 2's json text, which PostgreSQL reads itself (jsonb keeps 1e400).
  */
 function unstorable(value: unknown, maxDepth: number, numbers = true): ValueProblem | null {
+  // Most values are scalars: checked here, without the walk's stack (a chunk holds thousands).
+  if (typeof value === 'string') return stringProblem(value);
+  if (typeof value === 'number') return numbers && !Number.isFinite(value) ? 'non_finite' : null;
+  if (value === null || typeof value !== 'object') return null;
   const pending: Array<readonly [unknown, number]> = [[value, 0]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [v, depth] = next;
@@ -145,7 +150,7 @@ function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, r
   else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
   else if (keyProblem === 'nul') add(`key.${keyColumn}`, 'a key cannot contain U+0000');
   else if (keyProblem === 'lone_surrogate') add(`key.${keyColumn}`, 'a key cannot contain a lone UTF-16 surrogate');
-  else if (new TextEncoder().encode(keyValue).byteLength > limits.maxKeyBytes) add(`key.${keyColumn}`, `a key is at most ${limits.maxKeyBytes} bytes of UTF-8`);
+  else if (keyValue.length * 3 > limits.maxKeyBytes && utf8Bytes(keyValue) > limits.maxKeyBytes) add(`key.${keyColumn}`, `a key is at most ${limits.maxKeyBytes} bytes of UTF-8`);
 
   const payload = row.payload ?? null;
   if (row.op === 'DELETE') {
