@@ -118,6 +118,8 @@ describe('write path: push sessions', () => {
       ['NUL in a text key', { schema: 'app', table: 'kinds', key: { code: 'k\u0000' }, op: 'INSERT', base_row_version: 0, payload: {} }, 'key.code'],
       // Keys live in btree indexes (business primary key, row_state), whose rows stop near 2.7 kB.
       ['a text key too long for an index', { schema: 'app', table: 'kinds', key: { code: randomBytes(3000).toString('base64') }, op: 'INSERT', base_row_version: 0, payload: {} }, 'key.code'],
+      // 342 characters, 1,026 bytes of UTF-8: over max_key_bytes (1,024) by its bytes, not its length.
+      ['a text key of three-byte characters over max_key_bytes', { schema: 'app', table: 'kinds', key: { code: '€'.repeat(342) }, op: 'INSERT', base_row_version: 0, payload: {} }, 'key.code'],
     ];
     for (const [what, row, path] of cases) {
       const answer = await c.post(url, { start_row_ordinal: 0, rows: [row] });
