@@ -102,6 +102,7 @@ async function main(): Promise<void> {
         const r = await d.client.sync();
         const ms = nowMs() - w1;
         console.log(`push: local write ${(w1 - w0).toFixed(0)} ms, sync ${ms.toFixed(0)} ms (http ${d.http.ms.toFixed(0)} ms, ${d.http.requests} requests), ${JSON.stringify(r.push)}`);
+        console.log(`  by route: ${[...d.http.byRoute].map(([route, t]) => `${route} ${t.ms.toFixed(0)} ms / ${t.requests}`).join(', ')}`);
         report();
         await d.close();
       }
