@@ -318,4 +318,23 @@ describe('write path: commit outcomes', () => {
     // Direct writes outside a bundle are still refused by the guards.
     await expect(s.t.exec(`INSERT INTO app.lists (id, _sync_scope_id, title) VALUES ($1, 'c-server', 'sneaky')`, [uuid()])).rejects.toThrow(/rejected outside a sync bundle/);
   });
+  it('a payload may leave out its key column or hold it as null: the row key fills it; an update keeps the columns it leaves out', async () => {
+    const c = await user('c-keyless');
+    const [a, b, d] = [uuid(), uuid(), uuid()];
+    const rowOf = (id: string, payload: Record<string, unknown>, base = 0): PushRow =>
+      ({ schema: 'app', table: 'lists', key: { id }, op: base === 0 ? 'INSERT' : 'UPDATE', base_row_version: base, payload });
+    const first = await pushOk(c, [rowOf(a, { title: 'no key' }), rowOf(b, { id: null, title: 'null key' }), rowOf(d, { id: d, title: 'key', position: 3 })], { sourceBundleId: 1 });
+    const lists = async () => (await s.t.exec(`SELECT id::text, title, position FROM app.lists WHERE _sync_scope_id = 'c-keyless' ORDER BY title`)).rows;
+    expect(await lists()).toEqual([
+      { id: d, title: 'key', position: 3 },
+      { id: a, title: 'no key', position: null },
+      { id: b, title: 'null key', position: null },
+    ]);
+    // The committed rows carry the key in their payloads, as stored.
+    const { rows } = await committedRows(c, first.bundle_seq);
+    expect(rows.map((r) => r.payload?.['id'])).toEqual([a, b, d]);
+    // An update without the key and without position keeps both.
+    await pushOk(c, [rowOf(d, { title: 'renamed' }, first.bundle_seq)], { sourceBundleId: 2 });
+    expect((await lists()).find((r) => r.id === d)).toEqual({ id: d, title: 'renamed', position: 3 });
+  });
 });

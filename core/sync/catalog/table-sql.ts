@@ -136,21 +136,21 @@ function valueExpr(alias: string, column: ColumnInfo): string {
 
 /**
  * The jsonb_populate_record input fix of one pushed value, or null when the type reads its wire
- * form as is. A fix that yields NULL (the value was already readable) leaves the value alone.
+ * form as is: `when` holds for a value that needs it, `value` is its rewrite.
  */
-function inputFixExpr(column: ColumnInfo): string | null {
+function inputFixExpr(column: ColumnInfo): { readonly when: string; readonly value: string } | null {
   const v = `p.payload->${quoteLiteral(column.name)}`;
   const t = `p.payload->>${quoteLiteral(column.name)}`;
   if (column.type.endsWith('[]')) {
     const element = column.type.slice(0, -2);
     const kind = element === 'bytea' ? 'bytea' : timeKind(element) ? 'time' : null;
-    return kind ? `CASE WHEN jsonb_typeof(${v}) = 'array' THEN sync.wire_array_in(${v}, '${kind}') END` : null;
+    return kind ? { when: `jsonb_typeof(${v}) = 'array'`, value: `sync.wire_array_in(${v}, '${kind}')` } : null;
   }
   if (wireCategory(column.type) === 'bytea') {
-    return `CASE WHEN jsonb_typeof(${v}) = 'string' THEN to_jsonb('\\x' || encode(decode(${t}, 'base64'), 'hex')) END`;
+    return { when: `jsonb_typeof(${v}) = 'string'`, value: `to_jsonb('\\x' || encode(decode(${t}, 'base64'), 'hex'))` };
   }
   // Only expanded and zero years need rewriting; the common value is one anchored regex test.
-  if (timeKind(column.type)) return `CASE WHEN ${t} ~ '^([+-][0-9]|0000-)' THEN to_jsonb(sync.wire_time_in(${t})) END`;
+  if (timeKind(column.type)) return { when: `${t} ~ '^([+-][0-9]|0000-)'`, value: `to_jsonb(sync.wire_time_in(${t}))` };
   return null;
 }
 
@@ -236,15 +236,29 @@ function upsertValueExpr(column: ColumnInfo): string {
 /** The json form of a staged push session's rows: the form its client sent (sync.push_create). */
 const SESSION_FORM = '(SELECT s.json_form FROM sync.push_sessions s WHERE s.user_id = $2 AND s.push_id = $1)';
 
-/** Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years) rewritten first. */
+/**
+ * Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years)
+ * rewritten first, and the key column added when the payload leaves it out. A row that needs
+ * neither (the common one: time values in RFC 3339's years, the key in the payload, where
+ * validation made it equal the row's key unless it is null) is concatenated only with empty objects, which jsonb's
+ * `||` answers without a copy; building the fixes' and the key's objects for every row, and
+ * copying the payload to add a key it already held, cost ~3 µs a row.
+ */
 function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
   const fixes = columns.flatMap((c) => {
     const fix = inputFixExpr(c);
-    return fix ? [`${quoteLiteral(c.name)}, ${fix}`] : [];
+    return fix ? [{ name: c.name, ...fix }] : [];
   });
   const slices: string[] = [];
-  for (let i = 0; i < fixes.length; i += 50) slices.push(` || jsonb_strip_nulls(jsonb_build_object(${fixes.slice(i, i + 50).join(', ')}))`);
-  return `coalesce(p.payload, '{}'::jsonb)${slices.join('')} || jsonb_build_object(${quoteLiteral(keyColumn)}, ${keyFromBytesExpr(kind, 'p.key_bytes')})`;
+  // jsonb_build_object takes at most 100 arguments: fixes go in objects of 50 columns.
+  for (let i = 0; i < fixes.length; i += 50) {
+    const slice = fixes.slice(i, i + 50);
+    const object = `jsonb_strip_nulls(jsonb_build_object(${slice.map((f) => `${quoteLiteral(f.name)}, CASE WHEN ${f.when} THEN ${f.value} END`).join(', ')}))`;
+    slices.push(` || CASE WHEN ${slice.map((f) => `coalesce(${f.when}, false)`).join(' OR ')} THEN ${object} ELSE '{}'::jsonb END`);
+  }
+  const key = quoteLiteral(keyColumn);
+  return `coalesce(p.payload, '{}'::jsonb)${slices.join('')} || ` +
+    `CASE WHEN p.payload->>${key} IS NOT NULL THEN '{}'::jsonb ELSE jsonb_build_object(${key}, ${keyFromBytesExpr(kind, 'p.key_bytes')}) END`;
 }
 
 /** Canonical text of any jsonb value `v`: strings, booleans and small integers inline, the rest via sync.jcs. */
