@@ -271,6 +271,19 @@ function canonicalValueExpr(v: string): string {
 }
 
 /**
+ * `canonicalValueExpr` for a value whose JSON text `text` is already at hand (`v` is the jsonb
+ * value itself): dispatched on the text's first character, the text read once per value instead
+ * of a type test and a second extraction (a 10k-row request hash: ~72 → ~58 ms).
+ */
+function canonicalFromTextExpr(v: string, text: string): string {
+  return (
+    `CASE left(${text}, 1) WHEN '"' THEN ${text} WHEN 't' THEN ${text} WHEN 'f' THEN ${text} WHEN 'n' THEN ${text} ` +
+    `WHEN '{' THEN sync.jcs(${v}) WHEN '[' THEN sync.jcs(${v}) ` +
+    `ELSE CASE WHEN ${text} ~ '^-?[0-9]{1,15}$' THEN ${text} ELSE sync.jcs_number((${text})::numeric) END END`
+  );
+}
+
+/**
  * Categories whose committed payload values are always JSON strings, booleans, small integers or
  * null (json too: stored payloads hold protocol 2's string).
  */
@@ -296,13 +309,18 @@ function canonicalJsonExpr(v: string, form: JsonForm | string): string {
  * string (captured, or staged: push_chunk stores protocol 1's values so); `form` says which
  * protocol's form is hashed.
  */
-export function canonicalPayloadExpr(p: string, columns: readonly ColumnInfo[], known: boolean, form: JsonForm | string): string {
+export function canonicalPayloadExpr(p: string, columns: readonly ColumnInfo[], known: boolean, form: JsonForm | string,
+  texts?: ReadonlyMap<string, string>): string {
   const sorted = [...columns].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const parts = sorted.map((c) => {
     const v = `${p}->${quoteLiteral(c.name)}`;
+    const name = quoteLiteral(`${JSON.stringify(c.name)}:`);
     const category = wireCategory(c.type);
+    // A value's text read beforehand (`texts`) is NULL exactly when the key is absent.
+    const text = category === 'json' || known ? undefined : texts?.get(c.name);
+    if (text !== undefined) return `CASE WHEN ${text} IS NOT NULL THEN ${name} || ${canonicalFromTextExpr(v, text)} END`;
     const value = category === 'json' ? canonicalJsonExpr(v, form) : known && INLINE_CANONICAL.has(category) ? `(${v})::text` : canonicalValueExpr(v);
-    return `CASE WHEN ${p} ? ${quoteLiteral(c.name)} THEN ${quoteLiteral(`${JSON.stringify(c.name)}:`)} || ${value} END`;
+    return `CASE WHEN ${p} ? ${quoteLiteral(c.name)} THEN ${name} || ${value} END`;
   });
   const groups: string[] = [];
   for (let i = 0; i < parts.length; i += 90) groups.push(`nullif(concat_ws(',', ${parts.slice(i, i + 90).join(', ')}), '')`);
@@ -445,12 +463,20 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       // Pushed row: {base_row_version, key, op, payload, schema, table}. Payloads come from the
       // client, so every value is inspected; json values in the form the session's client sent
       // (the request hash is defined on it), read once per statement from the session.
-      requestRowsSql:
-        `SELECT r.row_ordinal AS o, '{"base_row_version":' || r.base_row_version || ` +
-        `${quoteLiteral(`,"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, 'r.key_bytes')})::text || '},"op":"' || ` +
-        `${OP_NAME('r.op_code')} || '","payload":' || ${canonicalPayloadExpr('r.payload', visible, false, SESSION_FORM)} || ` +
-        `${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)} AS t ` +
-        `FROM sync.push_session_rows r WHERE r.user_id = $2 AND r.push_id = $1 AND r.table_id = ${tableId}`,
+      // Each value's JSON text is read once, in a LATERAL subquery kept apart by OFFSET 0 (flattened,
+      // its expressions would be copied into every place that reads them).
+      requestRowsSql: (() => {
+        const plain = visible.filter((c) => wireCategory(c.type) !== 'json');
+        const texts = new Map(plain.map((c, i) => [c.name, `v.c${i}`] as const));
+        const lateral = plain.length
+          ? ` CROSS JOIN LATERAL (SELECT ${plain.map((c, i) => `(r.payload->${quoteLiteral(c.name)})::text AS c${i}`).join(', ')} OFFSET 0) v`
+          : '';
+        return `SELECT r.row_ordinal AS o, '{"base_row_version":' || r.base_row_version || ` +
+          `${quoteLiteral(`,"key":{${JSON.stringify(keyColumn)}:`)} || to_json(${keyTextExpr(kind, 'r.key_bytes')})::text || '},"op":"' || ` +
+          `${OP_NAME('r.op_code')} || '","payload":' || ${canonicalPayloadExpr('r.payload', visible, false, SESSION_FORM, texts)} || ` +
+          `${quoteLiteral(`,"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)}}`)} AS t ` +
+          `FROM sync.push_session_rows r${lateral} WHERE r.user_id = $2 AND r.push_id = $1 AND r.table_id = ${tableId}`;
+      })(),
       rowJsonPrefix: `{"schema":${JSON.stringify(info.schema)},"table":${JSON.stringify(info.table)},"key":{${JSON.stringify(keyColumn)}:`,
     };
   });
