@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { startTestServer, type ApiClient, type TestServer } from './support/server.js';
 import { APP_SCHEMA_SQL } from './support/schemas.js';
+import { jsonValue } from './support/json-arbitrary.js';
 import { initEmpty, push, type PushRow } from './support/write-helpers.js';
 
 const SEED = 20261126;
@@ -19,17 +20,7 @@ const number = fc.oneof(
   fc.integer(),
   fc.double({ noNaN: true, noDefaultInfinity: true }),
 );
-const { value } = fc.letrec<{ value: unknown }>((tie) => ({
-  value: fc.oneof(
-    { depthSize: 'small' },
-    fc.constant(null),
-    fc.boolean(),
-    number,
-    text,
-    fc.array(tie('value'), { maxLength: 3 }),
-    fc.dictionary(text, tie('value'), { maxKeys: 3 }),
-  ),
-}));
+const value = jsonValue(text, number, { arrays: 3, keys: 3 });
 
 /** A payload of app.kinds: any JSON value where validation takes one, each column maybe left out. */
 const payload = fc.record(

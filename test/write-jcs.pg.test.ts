@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import canonicalize from 'canonicalize';
 import { sql } from '../core/db/index.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
+import { jsonValue } from './support/json-arbitrary.js';
 
 const SEED = Number(process.env['JCS_SEED'] ?? 8785);
 const RUNS = Number(process.env['JCS_RUNS'] ?? 200);
@@ -27,17 +28,7 @@ const number = fc.oneof(
   fc.double({ noNaN: true, noDefaultInfinity: true, min: -1e6, max: 1e6 }),
 );
 
-const { value } = fc.letrec<{ value: unknown }>((tie) => ({
-  value: fc.oneof(
-    { depthSize: 'small', withCrossShrink: true },
-    fc.constant(null),
-    fc.boolean(),
-    number,
-    text,
-    fc.array(tie('value'), { maxLength: 5 }),
-    fc.dictionary(text, tie('value'), { maxKeys: 6 }),
-  ),
-}));
+const value = jsonValue(text, number, { arrays: 5, keys: 6 });
 
 describe('sync.jcs equals RFC 8785 (canonicalize)', () => {
   let t: TestDb;
