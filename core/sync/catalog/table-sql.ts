@@ -238,11 +238,11 @@ const SESSION_FORM = '(SELECT s.json_form FROM sync.push_sessions s WHERE s.user
 
 /**
  * Payload → record input: wire forms PostgreSQL's input cannot read (base64, expanded years)
- * rewritten first, and the key column added when the payload leaves it out. A row that needs
- * neither (the common one: time values in RFC 3339's years, the key in the payload, where
- * validation made it equal the row's key unless it is null) is concatenated only with empty objects, which jsonb's
- * `||` answers without a copy; building the fixes' and the key's objects for every row, and
- * copying the payload to add a key it already held, cost ~3 µs a row.
+ * rewritten first, and the key column added when the payload leaves it out (or holds null). A
+ * row that needs neither (the common one: time values in RFC 3339's years, the key in the
+ * payload, where validation made it equal the row's key) is concatenated only with empty
+ * objects, which jsonb's `||` answers without a copy; building the fixes' and the key's objects
+ * for every row, and copying the payload to add a key it already held, cost ~3 µs a row.
  */
 function inputPayloadExpr(kind: KeyKind, keyColumn: string, columns: readonly ColumnInfo[]): string {
   const fixes = columns.flatMap((c) => {
