@@ -1,7 +1,7 @@
 /** Push sessions: create, chunk, commit (docs/protocol.md §5.2). */
 import * as z from 'zod/mini';
 import './zod.js';
-import { PushedRow, isPushedRow } from './rows.js';
+import { PushedRow, isPlainRecord, isPushedRow } from './rows.js';
 
 const count = z.int().check(z.gte(0), z.lte(Number.MAX_SAFE_INTEGER));
 const hexDigest = z.string().check(z.regex(/^[0-9a-f]{64}$/, 'must be lowercase hex SHA-256'));
@@ -56,13 +56,12 @@ const CHUNK_FIELDS = new Set(['start_row_ordinal', 'rows']);
  * anything else goes through the schema, so errors read the same.
  */
 export function parseChunkRequest(value: unknown): ChunkRequest {
-  if (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.getPrototypeOf(value) === Object.prototype) {
-    const v = value as Record<string, unknown>;
-    const start = v['start_row_ordinal'];
-    const rows = v['rows'];
-    if (Object.keys(v).every((k) => CHUNK_FIELDS.has(k)) && Number.isSafeInteger(start) && (start as number) >= 0
+  if (isPlainRecord(value)) {
+    const start = value['start_row_ordinal'];
+    const rows = value['rows'];
+    if (Object.keys(value).every((k) => CHUNK_FIELDS.has(k)) && Number.isSafeInteger(start) && (start as number) >= 0
       && Array.isArray(rows) && rows.length >= 1 && rows.every(isPushedRow)) {
-      return v as ChunkRequest;
+      return value as ChunkRequest;
     }
   }
   return ChunkRequest.parse(value);

@@ -30,7 +30,7 @@ export type PushedRow = z.infer<typeof PushedRow>;
 const PUSHED_ROW_FIELDS = new Set(['schema', 'table', 'key', 'op', 'base_row_version', 'payload']);
 
 /** A plain object, as JSON.parse makes them and zod's record and object schemas accept. */
-function isPlainRecord(v: unknown): v is Record<string, unknown> {
+export function isPlainRecord(v: unknown): v is Record<string, unknown> {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const proto = Object.getPrototypeOf(v) as unknown;
   return proto === Object.prototype || proto === null;
