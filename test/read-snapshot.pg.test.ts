@@ -11,7 +11,7 @@ import { serverWrite } from '../core/sync/push/server-write.js';
 import { runMaintenance } from '../core/sync/maintenance/maintenance.js';
 import { defaultLimits } from '../core/limits.js';
 import { sql, type Db } from '../core/db/index.js';
-import { nodesOf, planRecorder } from './support/plans.js';
+import { nodesOf, planRecorder, renderBothWays, type PlanNode } from './support/plans.js';
 
 async function serverLists(db: Db, user: string, n: number): Promise<number> {
   const { bundle } = await serverWrite(db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser }, async (tx, scope) => {
@@ -286,8 +286,37 @@ describe('snapshot create on an analyzed database', () => {
     expect(session.body.row_count).toBe(rows);
     // Its planner settings are the function's own: the plan cost of a disabled nested loop must
     // not switch on JIT compilation where the server has it (not this embedded build).
-    const { rows: settings } = await s.t.exec(`SELECT proconfig FROM pg_proc WHERE oid = 'sync.snapshot_create'::regproc`);
+    const { rows: settings } = await s.t.exec(`SELECT proconfig FROM pg_proc WHERE oid = 'sync.snapshot_render'::regproc`);
     expect(settings[0]?.proconfig).toEqual(expect.arrayContaining(['enable_nestloop=off', 'jit=off', 'work_mem=64MB']));
+  });
+
+  it('renders in parallel where the planner finds it worth it, and the chunks are the same either way', async () => {
+    // Every table of the app schema: uuid and text keys, bytea, jsonb (protocol 1's form differs),
+    // timestamptz (sync.rfc3339), numeric, double, booleans; more rows than one chunk holds.
+    const user = 'parallel-render';
+    await initEmpty(s.client(user));
+    await serverWrite(s.t.db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser }, async (tx, scope) => {
+      await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title, position)
+        SELECT gen_random_uuid(), ${scope}, 'list "' || g || '" \\ ' || g, g FROM generate_series(1, 700) g`);
+      await tx.query(sql`INSERT INTO app.items (id, _sync_scope_id, list_id, body, done, attachment)
+        SELECT gen_random_uuid(), ${scope}, l.id, 'item of ' || l.title, l.position % 2 = 0, decode('00ff' || lpad(to_hex(l.position), 4, '0'), 'hex')
+          FROM app.lists l WHERE l._sync_scope_id = ${scope}`);
+      await tx.query(sql`INSERT INTO app.kinds (code, _sync_scope_id, big, amount, ratio, meta, seen_at, flag, blob, label)
+        SELECT 'k' || g, ${scope}, 9007199254740993 + g, 1.5 * g, g / 7.0, jsonb_build_object('n', g, 'big', 12345678901234567890),
+               timestamptz '2026-01-01 00:00:00+00' + g * interval '1 minute', g % 3 = 0, NULL, 'label ' || g FROM generate_series(1, 300) g`);
+    });
+    for (const form of [1, 2] as const) {
+      const { parallel, serial, nodes } = await renderBothWays(s.t.url, user, form);
+      // Fails if a function the rows are rendered with is not PARALLEL SAFE, or a fence returns.
+      const gather = nodes.find((n) => n['Node Type'] === 'Gather Merge');
+      expect(gather?.['Workers Planned'], `form ${form}: ${JSON.stringify(nodes.map((n) => n['Node Type']))}`).toBeGreaterThanOrEqual(1);
+      // The rows are rendered by the workers: each one's text is part of what they sort.
+      const sorts = nodesOf(gather as PlanNode).filter((n) => n['Node Type'] === 'Sort');
+      expect(sorts.some((n) => (n['Sort Key'] ?? []).some((k) => k.includes('row_version')))).toBe(true);
+      expect(parallel.reduce((sum, c) => sum + c.row_count, 0)).toBe(1700);
+      expect(parallel.length).toBeGreaterThan(3);
+      expect(parallel).toEqual(serial);
+    }
   });
 });
 

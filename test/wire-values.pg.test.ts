@@ -14,6 +14,7 @@ import { sql } from '../core/db/index.js';
 import { startTestServer, signToken, type TestServer } from './support/server.js';
 import { committedRows, expectStatus, initEmpty, pushOk, type PushRow } from './support/write-helpers.js';
 import { pullAll, snapshotAll } from './support/read-helpers.js';
+import { renderBothWays } from './support/plans.js';
 
 const SCHEMA = `
 CREATE SCHEMA v;
@@ -132,5 +133,24 @@ describe('wire values round-trip exactly (protocol §4.2)', () => {
     }
     const { rows: [staged] } = await s.t.exec(`SELECT count(*)::int AS n FROM sync.push_session_rows WHERE push_id = $1`, [create.body.push_id]);
     expect(staged.n).toBe(0);
+  });
+
+  it('renders a snapshot of every case in parallel where the planner finds it worth it, the same chunks as serially', async () => {
+    // Fails if a function that renders a value (time values, arrays of them, bytea arrays, the
+    // nesting of arrays) is not PARALLEL SAFE: the whole render then runs serially.
+    const user = 'values-parallel';
+    const c = s.client(user);
+    await initEmpty(c);
+    await pushOk(c, Object.entries(CASES).map(([id, payload]) => row(id, payload)), { sourceBundleId: 1 });
+    // Enough rows for a parallel plan: each case 200 times.
+    await serverWrite(s.t.db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser }, (tx, scope) =>
+      tx.query(sql`INSERT INTO v.vals (id, _sync_scope_id, tz, ts, d, n, f, r, b, tza, tsa, da, na, ba, fa, ia, ta, ba2, tza2)
+        SELECT v.id || ' ' || g, v._sync_scope_id, tz, ts, d, n, f, r, b, tza, tsa, da, na, ba, fa, ia, ta, ba2, tza2
+          FROM v.vals v CROSS JOIN generate_series(1, 200) g WHERE v._sync_scope_id = ${scope}`));
+    const { parallel, serial, nodes } = await renderBothWays(s.t.url, user, 2);
+    const gather = nodes.find((n) => n['Node Type'] === 'Gather Merge');
+    expect(gather?.['Workers Planned'] ?? 0, JSON.stringify(nodes.map((n) => n['Node Type']))).toBeGreaterThanOrEqual(1);
+    expect(parallel.reduce((sum, chunk) => sum + chunk.row_count, 0)).toBe(Object.keys(CASES).length * 201);
+    expect(parallel).toEqual(serial);
   });
 });

@@ -14,9 +14,10 @@ $fn$
 /**
  * timestamptz → RFC 3339 in UTC with microseconds. Years 1–9999 take the to_char path alone (the
  * common case, one comparison more than before); the rest are the infinities or expanded years.
+ * PARALLEL SAFE, like every function the snapshot's rows are rendered with (sync.snapshot_render).
  */
 export const rfc3339Sql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.rfc3339(p_ts timestamptz) RETURNS text LANGUAGE sql STABLE AS $fn$
+CREATE OR REPLACE FUNCTION sync.rfc3339(p_ts timestamptz) RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
   SELECT CASE WHEN p_ts >= '0001-01-01 00:00:00+00'::timestamptz AND p_ts < '10000-01-01 00:00:00+00'::timestamptz
               THEN to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
               WHEN NOT isfinite(p_ts) THEN p_ts::text

@@ -15,6 +15,8 @@ export interface PlanNode {
   readonly Filter?: string;
   readonly 'Actual Rows'?: number;
   readonly 'Actual Loops'?: number;
+  readonly 'Workers Planned'?: number;
+  readonly 'Sort Key'?: readonly string[];
   readonly Plans?: readonly PlanNode[];
 }
 
@@ -65,4 +67,35 @@ export async function planRecorder(url: string): Promise<PlanRecorder> {
     },
     close: () => client.end(),
   };
+}
+
+/** The chunks sync.snapshot_render answers for a user, in order: what a create stores. */
+export type RenderedChunk = { first_ordinal: number; row_count: number; body: string | null; snapshot_bundle_seq: string };
+
+/**
+ * A snapshot render of `user` in json form `form` twice on one connection: with parallel plans
+ * made free (so a table of a few thousand rows qualifies) and with parallel plans off. Answers both
+ * results and the nodes of the parallel run's render query, for a test to check that the render
+ * can run in parallel (a parallel-unsafe function or a fence in it keeps the plan serial) and
+ * answers the same chunks either way.
+ */
+export async function renderBothWays(url: string, user: string, form: 1 | 2): Promise<{
+  parallel: RenderedChunk[]; serial: RenderedChunk[]; nodes: PlanNode[];
+}> {
+  const recorder = await planRecorder(url);
+  try {
+    const render = `SELECT first_ordinal, row_count, body, snapshot_bundle_seq FROM sync.snapshot_render($1, $2::smallint, 500, 262144)`;
+    await recorder.client.query(`SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+      SET min_parallel_index_scan_size = 0; SET max_parallel_workers_per_gather = 2`);
+    let parallel: RenderedChunk[] = [];
+    const plans = await recorder.record(async (client) => {
+      parallel = (await client.query<RenderedChunk>(render, [user, form])).rows;
+    });
+    await recorder.client.query(`SET max_parallel_workers_per_gather = 0`);
+    const serial = (await recorder.client.query<RenderedChunk>(render, [user, form])).rows;
+    const query = plans.find((p) => p.query.includes('ORDER BY 1, 2'));
+    return { parallel, serial, nodes: query ? nodesOf(query.plan) : [] };
+  } finally {
+    await recorder.close();
+  }
 }

@@ -4,13 +4,15 @@
  * 8601 expanded years in astronomical numbering: 44 BC is -0043), and arrays as JSON arrays of
  * their element's wire form. Floating-point NaN and infinities already render as the JSON strings
  * "NaN", "Infinity" and "-Infinity" (to_jsonb), numeric NaN and infinities as decimal text.
+ * The output forms are PARALLEL SAFE (they only compute), so a snapshot's rows are rendered in
+ * parallel (sync.snapshot_render); a function they call must be too, or the render runs serially.
  * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
  */
 import { managedFunction } from '../../layout/managed-sql.js';
 
 /** PostgreSQL's year (…, -2 = 2 BC, -1 = 1 BC, 1, …) as an ISO 8601 year: 1 BC is 0000, 44 BC -0043, 10000 +10000. */
 export const isoYearSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.iso_year(p_year integer) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $fn$
+CREATE OR REPLACE FUNCTION sync.iso_year(p_year integer) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
   SELECT CASE WHEN p_year < -1 THEN '-' || lpad((-p_year - 1)::text, 4, '0')
               WHEN p_year = -1 THEN '0000'
               WHEN p_year > 9999 THEN '+' || p_year::text
@@ -23,7 +25,7 @@ $fn$
  * (what this type always sent), "infinity"/"-infinity", else the expanded year without " BC".
  */
 export const wireTimestampSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.wire_timestamp(p_ts timestamp) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
+CREATE OR REPLACE FUNCTION sync.wire_timestamp(p_ts timestamp) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
   SELECT CASE WHEN p_ts >= '0001-01-01 00:00:00'::timestamp AND p_ts < '10000-01-01 00:00:00'::timestamp THEN to_jsonb(p_ts)
               WHEN NOT isfinite(p_ts) THEN to_jsonb(p_ts::text)
               ELSE to_jsonb(sync.iso_year(extract(year FROM p_ts)::integer) || regexp_replace(to_jsonb(p_ts) #>> '{}', '^[0-9]+| BC$', '', 'g')) END
@@ -32,7 +34,7 @@ $fn$
 
 /** date → its wire jsonb, like sync.wire_timestamp. */
 export const wireDateSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.wire_date(p_date date) RETURNS jsonb LANGUAGE sql STABLE AS $fn$
+CREATE OR REPLACE FUNCTION sync.wire_date(p_date date) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
   SELECT CASE WHEN p_date >= '0001-01-01'::date AND p_date < '10000-01-01'::date THEN to_jsonb(p_date)
               WHEN NOT isfinite(p_date) THEN to_jsonb(p_date::text)
               ELSE to_jsonb(sync.iso_year(extract(year FROM p_date)::integer) || regexp_replace(to_jsonb(p_date) #>> '{}', '^[0-9]+| BC$', '', 'g')) END
@@ -56,7 +58,7 @@ $fn$
 
 /** A flat jsonb array of an array's elements, nested again by the array's dimensions. */
 export const wireShapeSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.wire_shape(p_flat jsonb, p_lengths integer[]) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $fn$
+CREATE OR REPLACE FUNCTION sync.wire_shape(p_flat jsonb, p_lengths integer[]) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
   v_out jsonb := '[]'::jsonb;
   v_inner integer;
@@ -78,7 +80,7 @@ $fn$
 /** Each array of a type whose elements need a wire form of their own, element by element, any dimensions. */
 function arrayOut(elementType: string, name: string, element: string) {
   return managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.${name}(p_value ${elementType}[]) RETURNS jsonb LANGUAGE sql STABLE STRICT AS $fn$
+CREATE OR REPLACE FUNCTION sync.${name}(p_value ${elementType}[]) RETURNS jsonb LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$
   SELECT sync.wire_shape(coalesce((SELECT jsonb_agg(${element} ORDER BY u.i) FROM unnest(p_value) WITH ORDINALITY u(e, i)), '[]'::jsonb),
     ARRAY(SELECT array_length(p_value, d) FROM generate_series(1, array_ndims(p_value)) d))
 $fn$
