@@ -268,7 +268,10 @@ describe('snapshot create on an analyzed database', () => {
     const recorder = await planRecorder(s.t.url);
     try {
       const plans = await recorder.record((client) => client.query(`SELECT sync.snapshot_create('stats-bulk', 'stats-bulk-dev', NULL, NULL, NULL, 900)`));
-      const onRowState = plans.flatMap((p) => nodesOf(p.plan)).filter((n) => n['Relation Name'] === 'row_state');
+      // The render's query; the probe of the user's size before it stops at SNAPSHOT_PARALLEL_ROWS.
+      const render = plans.filter((p) => p.query.includes('ORDER BY 1, 2'));
+      expect(render).toHaveLength(1);
+      const onRowState = render.flatMap((p) => nodesOf(p.plan)).filter((n) => n['Relation Name'] === 'row_state');
       // Whatever the statistics: the function plans without nested loops (layout 21), so the
       // user's row_state is read once through its key's user prefix and hash- or merge-joined, never
       // re-read per row (a nested loop by user and table turned into a filter per row).
@@ -306,7 +309,7 @@ describe('snapshot create on an analyzed database', () => {
                timestamptz '2026-01-01 00:00:00+00' + g * interval '1 minute', g % 3 = 0, NULL, 'label ' || g FROM generate_series(1, 300) g`);
     });
     for (const form of [1, 2] as const) {
-      const { parallel, serial, nodes } = await renderBothWays(s.t.url, user, form);
+      const { parallel, serial, nodes, settingsKept } = await renderBothWays(s.t.url, user, form);
       // Fails if a function the rows are rendered with is not PARALLEL SAFE, or a fence returns.
       const gather = nodes.find((n) => n['Node Type'] === 'Gather Merge');
       expect(gather?.['Workers Planned'], `form ${form}: ${JSON.stringify(nodes.map((n) => n['Node Type']))}`).toBeGreaterThanOrEqual(1);
@@ -316,6 +319,7 @@ describe('snapshot create on an analyzed database', () => {
       expect(parallel.reduce((sum, c) => sum + c.row_count, 0)).toBe(1700);
       expect(parallel.length).toBeGreaterThan(3);
       expect(parallel).toEqual(serial);
+      expect(settingsKept).toBe(true);
     }
   });
 });

@@ -147,10 +147,11 @@ describe('wire values round-trip exactly (protocol §4.2)', () => {
       tx.query(sql`INSERT INTO v.vals (id, _sync_scope_id, tz, ts, d, n, f, r, b, tza, tsa, da, na, ba, fa, ia, ta, ba2, tza2)
         SELECT v.id || ' ' || g, v._sync_scope_id, tz, ts, d, n, f, r, b, tza, tsa, da, na, ba, fa, ia, ta, ba2, tza2
           FROM v.vals v CROSS JOIN generate_series(1, 200) g WHERE v._sync_scope_id = ${scope}`));
-    const { parallel, serial, nodes } = await renderBothWays(s.t.url, user, 2);
+    const { parallel, serial, nodes, settingsKept } = await renderBothWays(s.t.url, user, 2);
     const gather = nodes.find((n) => n['Node Type'] === 'Gather Merge');
     expect(gather?.['Workers Planned'] ?? 0, JSON.stringify(nodes.map((n) => n['Node Type']))).toBeGreaterThanOrEqual(1);
     expect(parallel.reduce((sum, chunk) => sum + chunk.row_count, 0)).toBe(Object.keys(CASES).length * 201);
     expect(parallel).toEqual(serial);
+    expect(settingsKept).toBe(true);
   });
 });

@@ -73,28 +73,32 @@ export async function planRecorder(url: string): Promise<PlanRecorder> {
 export type RenderedChunk = { first_ordinal: number; row_count: number; body: string | null; snapshot_bundle_seq: string };
 
 /**
- * A snapshot render of `user` in json form `form` twice on one connection: with parallel plans
- * made free (so a table of a few thousand rows qualifies) and with parallel plans off. Answers both
- * results and the nodes of the parallel run's render query, for a test to check that the render
- * can run in parallel (a parallel-unsafe function or a fence in it keeps the plan serial) and
- * answers the same chunks either way.
+ * A snapshot render of `user` in json form `form` twice on one connection: planned in parallel
+ * as for a large user (sync.snapshot_render's threshold at one row, so a table of a few thousand
+ * rows qualifies) and with parallel plans off. Answers both results, the nodes of the parallel
+ * run's render query, and whether the connection's planner settings were the same after the
+ * parallel run as before it, for a test to check that the render runs in parallel (a
+ * parallel-unsafe function or a fence in it keeps the plan serial), answers the same chunks
+ * either way, and puts the settings back.
  */
 export async function renderBothWays(url: string, user: string, form: 1 | 2): Promise<{
-  parallel: RenderedChunk[]; serial: RenderedChunk[]; nodes: PlanNode[];
+  parallel: RenderedChunk[]; serial: RenderedChunk[]; nodes: PlanNode[]; settingsKept: boolean;
 }> {
   const recorder = await planRecorder(url);
   try {
-    const render = `SELECT first_ordinal, row_count, body, snapshot_bundle_seq FROM sync.snapshot_render($1, $2::smallint, 500, 262144)`;
-    await recorder.client.query(`SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
-      SET min_parallel_index_scan_size = 0; SET max_parallel_workers_per_gather = 2`);
+    const render = (threshold: number) =>
+      `SELECT first_ordinal, row_count, body, snapshot_bundle_seq FROM sync.snapshot_render($1, $2::smallint, 500, 262144, ${threshold})`;
+    const settings = async () => (await recorder.client.query(`SELECT name, setting FROM pg_settings WHERE name LIKE '%parallel%' ORDER BY name`)).rows;
+    const before = await settings();
     let parallel: RenderedChunk[] = [];
     const plans = await recorder.record(async (client) => {
-      parallel = (await client.query<RenderedChunk>(render, [user, form])).rows;
+      parallel = (await client.query<RenderedChunk>(render(1), [user, form])).rows;
     });
+    const settingsKept = JSON.stringify(await settings()) === JSON.stringify(before);
     await recorder.client.query(`SET max_parallel_workers_per_gather = 0`);
-    const serial = (await recorder.client.query<RenderedChunk>(render, [user, form])).rows;
+    const serial = (await recorder.client.query<RenderedChunk>(render(1), [user, form])).rows;
     const query = plans.find((p) => p.query.includes('ORDER BY 1, 2'));
-    return { parallel, serial, nodes: query ? nodesOf(query.plan) : [] };
+    return { parallel, serial, nodes: query ? nodesOf(query.plan) : [], settingsKept };
   } finally {
     await recorder.close();
   }
