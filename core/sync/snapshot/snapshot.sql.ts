@@ -68,9 +68,9 @@ export const SNAPSHOT_CHUNK_BYTES = 262_144;
 /**
  * From how many rows of a user a snapshot's render is planned in parallel whatever the planner
  * estimates (sync.snapshot_render). Measured on two cores: starting a worker costs ~5 ms (a
- * 10-row render 1.0 → 5.7 ms, 2,000 rows 8.3 → 11.2 ms), and a parallel render saves ~1.2 µs a
- * row (100k rows: the create ~560 → ~440 ms), so it pays from a few thousand rows; this leaves
- * a margin for a busy server, where a worker may find no free core.
+ * 10-row render 1.0 → 5.7 ms, 2,000 rows 8.3 → 11.2 ms), and a parallel render saves ~1.3 µs a
+ * row (100k rows: the create 640–690 → 510–555 ms), so it pays from a few thousand rows; this
+ * leaves a margin for a busy server, where a worker may find no free core.
  */
 export const SNAPSHOT_PARALLEL_ROWS = 20_000;
 
@@ -79,7 +79,7 @@ export const SNAPSHOT_PARALLEL_ROWS = 20_000;
  * PostgreSQL may split it across parallel workers (a statement that writes, the create's INSERT
  * included, never runs in parallel): the workers scan the tables, join row_state, render and sort
  * their share; the leader merges them in key order and cuts the chunks. 100k rows on two cores:
- * the create ~560 → ~440 ms. STABLE, so the query runs under the snapshot of the statement that
+ * the create 640–690 → 510–555 ms. STABLE, so the query runs under the snapshot of the statement that
  * calls it (sync.snapshot_create's INSERT): the rows, their row versions and `snapshot_bundle_seq`
  * (the user's latest bundle_seq, on every row; one row with NULL chunk columns when the user has
  * no rows) are all read at one instant.
