@@ -67,12 +67,15 @@ export const SNAPSHOT_CHUNK_BYTES = 262_144;
 
 /**
  * From how many rows of a user a snapshot's render is planned in parallel whatever the planner
- * estimates (sync.snapshot_render). Measured on two cores: starting a worker costs ~5 ms (a
- * 10-row render 1.0 → 5.7 ms, 2,000 rows 8.3 → 11.2 ms), and a parallel render saves ~1.3 µs a
- * row (100k rows: the create 640–690 → 510–555 ms), so it pays from a few thousand rows; this
- * leaves a margin for a busy server, where a worker may find no free core.
+ * estimates (sync.snapshot_render). Where the tables are analyzed, the planner goes parallel for a
+ * large user by itself, and forcing it changes little: renders of 20,000 / 40,000 / 60,000 /
+ * 100,000 rows took 77 / 145 / 201 / 366 ms as planned and 88 / 146 / 203 / 351 ms forced (two
+ * cores: the forced plan's second worker has no core of its own). Where they are not (a bulk
+ * load, a new table, this bench), the planner renders serially from a guess of a few hundred
+ * rows, and forcing pays: 83 → 68, 183 → 135, 288 → 203, 498 → 336 ms. Below ~5,000 rows a
+ * worker's start (~5 ms: a 10-row render 1.0 → 5.7 ms) costs more than it saves either way.
  */
-export const SNAPSHOT_PARALLEL_ROWS = 20_000;
+export const SNAPSHOT_PARALLEL_ROWS = 50_000;
 
 /**
  * The rows of a user's snapshot, rendered and cut into chunks, in a query that only reads, so
