@@ -5,6 +5,7 @@
  * the key indexes by construction, whatever the statistics say.
  */
 import pg from 'pg';
+import { SNAPSHOT_CHUNK_BYTES, SNAPSHOT_CHUNK_ROWS } from '../../core/sync/snapshot/snapshot.sql.js';
 
 export interface PlanNode {
   readonly 'Node Type': string;
@@ -87,7 +88,7 @@ export async function renderBothWays(url: string, user: string, form: 1 | 2): Pr
   const recorder = await planRecorder(url);
   try {
     const render = (threshold: number) =>
-      `SELECT first_ordinal, row_count, body, snapshot_bundle_seq FROM sync.snapshot_render($1, $2::smallint, 500, 262144, ${threshold})`;
+      `SELECT first_ordinal, row_count, body, snapshot_bundle_seq FROM sync.snapshot_render($1, $2::smallint, ${SNAPSHOT_CHUNK_ROWS}, ${SNAPSHOT_CHUNK_BYTES}, ${threshold})`;
     const settings = async () => (await recorder.client.query(`SELECT name, setting FROM pg_settings WHERE name LIKE '%parallel%' ORDER BY name`)).rows;
     const before = await settings();
     let parallel: RenderedChunk[] = [];
