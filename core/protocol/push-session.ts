@@ -48,7 +48,7 @@ export const ChunkRequest = z.strictObject({
 });
 export type ChunkRequest = z.infer<typeof ChunkRequest>;
 
-const CHUNK_FIELDS = new Set(['start_row_ordinal', 'rows']);
+const CHUNK_FIELDS = new Set(Object.keys(ChunkRequest.shape));
 
 /**
  * `ChunkRequest.parse`, with the common case checked without zod: a request whose every part

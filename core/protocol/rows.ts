@@ -5,12 +5,16 @@ import './zod.js';
 export const Op = z.enum(['INSERT', 'UPDATE', 'DELETE']);
 export type Op = z.infer<typeof Op>;
 
-const identifier = z.string().check(z.minLength(1), z.maxLength(63));
+/** Longest schema, table and column name (PostgreSQL's NAMEDATALEN - 1), and longest key text. */
+const IDENTIFIER_MAX = 63;
+const KEY_TEXT_MAX = 4096;
+
+const identifier = z.string().check(z.minLength(1), z.maxLength(IDENTIFIER_MAX));
 const version = z.int().check(z.gte(0), z.lte(Number.MAX_SAFE_INTEGER));
 
 /** `{column: "value"}` with exactly one entry: the table's sync key. */
 export const SyncKey = z
-  .record(z.string().check(z.minLength(1), z.maxLength(63)), z.string().check(z.maxLength(4096)))
+  .record(identifier, z.string().check(z.maxLength(KEY_TEXT_MAX)))
   .check(z.refine((k) => Object.keys(k).length === 1, 'key must name exactly one column: the sync key'));
 export type SyncKey = z.infer<typeof SyncKey>;
 
@@ -27,7 +31,8 @@ export const PushedRow = z.strictObject({
 });
 export type PushedRow = z.infer<typeof PushedRow>;
 
-const PUSHED_ROW_FIELDS = new Set(['schema', 'table', 'key', 'op', 'base_row_version', 'payload']);
+const PUSHED_ROW_FIELDS = new Set(Object.keys(PushedRow.shape));
+const OPS = new Set<unknown>(Op.options);
 
 /** A plain object, as JSON.parse makes them and zod's record and object schemas accept. */
 export function isPlainRecord(v: unknown): v is Record<string, unknown> {
@@ -36,7 +41,7 @@ export function isPlainRecord(v: unknown): v is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
-const isIdentifier = (v: unknown): boolean => typeof v === 'string' && v.length >= 1 && v.length <= 63;
+const isIdentifier = (v: unknown): boolean => typeof v === 'string' && v.length >= 1 && v.length <= IDENTIFIER_MAX;
 
 /**
  * True only for a value `PushedRow` accepts unchanged: the same checks, written out. A chunk's
@@ -47,8 +52,7 @@ export function isPushedRow(v: unknown): v is PushedRow {
   if (!isPlainRecord(v)) return false;
   for (const field of Object.keys(v)) if (!PUSHED_ROW_FIELDS.has(field)) return false;
   if (!isIdentifier(v['schema']) || !isIdentifier(v['table'])) return false;
-  const op = v['op'];
-  if (op !== 'INSERT' && op !== 'UPDATE' && op !== 'DELETE') return false;
+  if (!OPS.has(v['op'])) return false;
   const base = v['base_row_version'];
   if (!Number.isSafeInteger(base) || (base as number) < 0) return false;
   const payload = v['payload'];
@@ -58,7 +62,7 @@ export function isPushedRow(v: unknown): v is PushedRow {
   const names = Object.keys(key);
   if (names.length !== 1 || !isIdentifier(names[0])) return false;
   const value = key[names[0] as string];
-  return typeof value === 'string' && value.length <= 4096;
+  return typeof value === 'string' && value.length <= KEY_TEXT_MAX;
 }
 
 export const CommittedRow = z.object({
