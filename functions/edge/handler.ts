@@ -237,7 +237,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       finishRequest(rt.telemetry, started, routeName, answer, requestDb.roundTrips.count, actor.userId);
       // Every /sync/* answer names the protocol its rows are in (docs/protocol.md §9).
       const answered = route.auth === true ? { ...answer, headers: { ...answer.headers, [PROTOCOL_HEADER]: String(speaks) } } : answer;
-      return toHttp(answered, requestDb.roundTrips.count, request.headers['accept-encoding']);
+      return await toHttp(answered, requestDb.roundTrips.count, request.headers['accept-encoding']);
     } catch (error) {
       // The catalog this container holds no longer matches the tables: read it again next time.
       if (isLayoutDrift(error) || (error instanceof SyncError && error.extra['reason'] === 'layout_drift')) runtime?.invalidateCatalog();
@@ -245,7 +245,7 @@ export function createHandler(routes: readonly Route[], getRuntime: () => Promis
       const answer = budgeted(errorAnswer(error, retryAfterSeconds), runtime?.config.limits ?? defaultLimits);
       const roundTrips = db?.roundTrips.count ?? 0;
       finishRequest(runtime?.telemetry ?? consoleTelemetry, started, routeName, answer, roundTrips, actor.userId, error);
-      return toHttp(answer, roundTrips);
+      return await toHttp(answer, roundTrips);
     }
   };
 }
