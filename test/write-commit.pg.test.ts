@@ -105,6 +105,36 @@ describe('write path: commit outcomes', () => {
     expect(rows).toEqual([{ schema: 'app', table: 'lists', key: { id }, op: 'INSERT', row_version: back.bundle_seq, payload: { id, title: 'back', position: null } }]);
   });
 
+  it('one bundle of new keys, live keys, a delete and a tombstone re-inserted leaves each key at its version', async () => {
+    // Commit writes the versions of keys row_state never held and of keys it holds in two ways
+    // (layout 25); both must end the same as one upsert of every key did.
+    const c = await user('c-versions');
+    const [live, doomed, tomb, fresh] = [uuid(), uuid(), uuid(), uuid()];
+    const v1 = await pushOk(c, [list(live, 'live'), list(doomed, 'doomed'), list(tomb, 'tomb')], { sourceBundleId: 1 });
+    const v2 = await pushOk(c, [del('lists', { id: tomb }, v1.bundle_seq)], { sourceBundleId: 2 });
+    const mixed = await pushOk(c, [
+      list(fresh, 'fresh'),
+      list(live, 'changed', v1.bundle_seq),
+      del('lists', { id: doomed }, v1.bundle_seq),
+      { ...list(tomb, 'back'), base_row_version: v2.bundle_seq },
+    ], { sourceBundleId: 3 });
+    const versions = (await s.t.exec(
+      `SELECT sync.key_text('uuid', r.key_bytes) AS id, r.row_version::int AS version, r.deleted FROM sync.row_state r
+        WHERE r.user_id = $1 ORDER BY 1`, ['c-versions'])).rows;
+    const expected = [
+      { id: live, version: mixed.bundle_seq, deleted: false },
+      { id: doomed, version: mixed.bundle_seq, deleted: true },
+      { id: tomb, version: mixed.bundle_seq, deleted: false },
+      { id: fresh, version: mixed.bundle_seq, deleted: false },
+    ].sort((a, b) => (a.id < b.id ? -1 : 1));
+    expect(versions).toEqual(expected);
+    const ops = new Map((await committedRows(c, mixed.bundle_seq)).rows.map((r: any) => [r.key.id, r.op]));
+    expect(ops).toEqual(new Map([[fresh, 'INSERT'], [live, 'UPDATE'], [doomed, 'DELETE'], [tomb, 'INSERT']]));
+    // The versions are the ones the next bundle must name: stale bases conflict, these commit.
+    expectStatus(await push(c, [list(live, 'stale', v1.bundle_seq)], { sourceBundleId: 4 }), 409, 'push_conflict');
+    await pushOk(c, [list(live, 'next', mixed.bundle_seq), list(fresh, 'next', mixed.bundle_seq)], { sourceBundleId: 4 });
+  });
+
   it('every conflicting row is reported in one answer', async () => {
     const c = await user('c-many');
     const ids = [uuid(), uuid(), uuid()];
