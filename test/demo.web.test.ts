@@ -59,6 +59,22 @@ async function until<T>(what: string, read: () => Promise<T>, want: T, timeoutMs
   }
 }
 
+/**
+ * What the page's sync worker (it owns the database and syncs) sees of the network, or null
+ * before it runs. The browser emulates offline per target: the worker may go offline a moment
+ * after the page does, and a write in between could still leave.
+ */
+async function syncWorkerOnline(page: Page): Promise<boolean | null> {
+  const worker = page.workers().find((w) => new URL(w.url()).pathname === '/worker.js');
+  return worker ? worker.evaluate(() => navigator.onLine) : null;
+}
+
+/** Takes a device offline and waits until its sync worker is too: from then on nothing leaves it. */
+async function goOffline(device: DemoDevice): Promise<void> {
+  await device.context.setOffline(true);
+  await until(`${device.name}'s sync worker is offline`, () => syncWorkerOnline(device.page), false);
+}
+
 async function signIn(device: DemoDevice, user: string): Promise<void> {
   const { page } = device;
   await testid(page, 'user-input').fill(user);
@@ -185,7 +201,7 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
   it('a device offline keeps working, reloads from the service worker and OPFS, and syncs when back', async () => {
     const { page } = a2;
     await until('phone has the app shell cached', () => testid(page, 'shell-state').getAttribute('data-state'), 'cached');
-    await a2.context.setOffline(true);
+    await goOffline(a2);
     await until('phone shows offline', () => testid(page, 'net-state').getAttribute('data-state'), 'offline');
     await addTodo(page, 'bread (offline)');
     await todo(page, 'milk').locator('[data-testid="todo-delete"]').click();
@@ -251,7 +267,7 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
 
   it('sign-out is blocked while changes are unsynced, then detaches and clears the device', async () => {
     const b = devices.find((d) => d.name === 'bob-laptop') as DemoDevice;
-    await b.context.setOffline(true);
+    await goOffline(b);
     await until('bob shows offline', () => testid(b.page, 'net-state').getAttribute('data-state'), 'offline');
     await addTodo(b.page, 'unsynced');
     await testid(b.page, 'sign-out').click();
@@ -294,8 +310,8 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
 
   it('shows a conflict resolved by the server, and a refused to-do set aside (quarantined) with a drop button', async () => {
     // Both devices rename the same to-do offline; the laptop syncs first and its version wins.
-    await a1.context.setOffline(true);
-    await a2.context.setOffline(true);
+    await goOffline(a1);
+    await goOffline(a2);
     for (const [d, title] of [[a1, 'receipt (laptop)'], [a2, 'receipt (phone)']] as const) {
       const input = todo(d.page, 'receipt').locator('[data-testid="todo-title"]');
       await input.fill(title);
@@ -317,7 +333,7 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
     // The phone adds a to-do offline to a list the laptop deletes meanwhile: the server refuses it.
     await addList(a1.page, 'Party');
     await list(a2.page, 'Party').waitFor({ timeout: SYNC_WAIT_MS });
-    await a2.context.setOffline(true);
+    await goOffline(a2);
     await list(a2.page, 'Party').locator('[data-testid="list-select"]').click();
     await until('phone shows Party', () => text(a2.page, 'current-list'), 'Party');
     await addTodo(a2.page, 'balloons');
@@ -349,7 +365,7 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
   it('Retry on a to-do whose list is gone says why and moves it to another list; the buttons fit a 390 px phone', async () => {
     await addList(a1.page, 'Picnic');
     await list(a2.page, 'Picnic').waitFor({ timeout: SYNC_WAIT_MS });
-    await a2.context.setOffline(true);
+    await goOffline(a2);
     await list(a2.page, 'Picnic').locator('[data-testid="list-select"]').click();
     await until('phone shows Picnic', () => text(a2.page, 'current-list'), 'Picnic');
     await addTodo(a2.page, 'cake');
