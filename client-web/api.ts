@@ -171,6 +171,12 @@ export interface ClientConfig {
    * `single_request_push`). Default true; false always uses create, chunks and commit.
    */
   readonly pushInOneRequest?: boolean;
+  /**
+   * A snapshot's rows travel as arrays under one list of column names per table, where the server
+   * offers it (capabilities' `snapshot_row_arrays`): about half the bytes of self-describing
+   * objects, parsed in a fraction of the time. Default true; false asks for objects.
+   */
+  readonly snapshotRowArrays?: boolean;
   /** Bundles per pull page; defaults to the server's `default_bundles_per_pull`. */
   readonly pullBundles?: number;
   /** Rows per snapshot or committed-bundle page; defaults to the largest the server serves (`max_rows_per_page`). */

@@ -6,6 +6,7 @@
  * acknowledged). Row versions only move forward, so re-applying an older bundle is a no-op.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
+import { type SnapshotTable } from '../core/protocol/read-path.js';
 import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { columnsToRefresh, stagedTables, stageTable } from './install.js';
@@ -240,7 +241,77 @@ function reaches(model: LocalModel, from: TableModel, to: TableModel): boolean {
   return visit(from);
 }
 
-type SnapshotRow = { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> };
+type SnapshotRowObject = { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> };
+type SnapshotRowArray = readonly [number, number, ...unknown[]];
+
+/** A snapshot page's rows: objects, or arrays under `tables` (protocol §5.6, row_form arrays). */
+export interface SnapshotPageRows {
+  readonly rows: readonly unknown[];
+  readonly tables?: Readonly<Record<string, SnapshotTable>> | undefined;
+}
+
+/** One table's run of consecutive page rows: local values in the model's column order (key included) and row versions. */
+interface SnapshotRun {
+  readonly table: TableModel;
+  readonly values: SqlValue[][];
+  readonly versions: number[];
+}
+
+function* objectRuns(model: LocalModel, rows: readonly SnapshotRowObject[]): Generator<SnapshotRun> {
+  for (let i = 0; i < rows.length; ) {
+    const first = rows[i] as SnapshotRowObject;
+    const table = tableOf(model, first);
+    if (!table) {
+      i = endOfTableRun(rows, i);
+      continue;
+    }
+    const at = keyIndex(table);
+    const run: SnapshotRun = { table, values: [], versions: [] };
+    for (; i < rows.length; i++) {
+      const row = rows[i] as SnapshotRowObject;
+      if (row.schema !== first.schema || row.table !== first.table) break;
+      const values = payloadToValues(table, row.payload);
+      values[at] = keyFromWire(table, row.key);
+      run.values.push(values);
+      run.versions.push(row.row_version);
+    }
+    yield run;
+  }
+}
+
+/**
+ * Rows as arrays: each local column's value is found by its position in the table's header, once
+ * per run instead of by name per row; a column the server does not send reads as absent, as a
+ * payload without it does.
+ */
+function* arrayRuns(model: LocalModel, rows: readonly SnapshotRowArray[], tables: Readonly<Record<string, SnapshotTable>>): Generator<SnapshotRun> {
+  for (let i = 0; i < rows.length; ) {
+    const id = (rows[i] as SnapshotRowArray)[0];
+    let end = i;
+    while (end < rows.length && (rows[end] as SnapshotRowArray)[0] === id) end++;
+    const header = tables[String(id)] as SnapshotTable;
+    const table = model.byWire.get(`${header.schema}.${header.table}`);
+    if (!table) {
+      i = end;
+      continue;
+    }
+    const positions = table.columns.map((c) => {
+      const n = header.columns.indexOf(c.name);
+      return n < 0 ? -1 : n + 2;
+    });
+    const keyAt = positions[keyIndex(table)] as number;
+    const run: SnapshotRun = { table, values: [], versions: [] };
+    for (; i < end; i++) {
+      const row = rows[i] as SnapshotRowArray;
+      if (keyAt < 0 || typeof row[keyAt] !== 'string') {
+        throw new ClientError(ClientErrorCode.protocolViolation, `a row of ${table.wireName} has no text key column ${table.key.name}`);
+      }
+      run.values.push(table.columns.map((c, n) => fromWire(c, (positions[n] as number) < 0 ? undefined : row[positions[n] as number])));
+      run.versions.push(row[1]);
+    }
+    yield run;
+  }
+}
 
 /**
  * Writes one page of snapshot rows (already local values): into the stage table of their table,
@@ -248,37 +319,19 @@ type SnapshotRow = { schema: string; table: string; key: Record<string, string>;
  * past any key the app wrote meanwhile (a pending change keeps its row, as in every apply). The
  * caller's transaction has capture off (inApplyMode).
  */
-export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, rows: readonly SnapshotRow[], staged?: ReadonlySet<string>): Promise<void> {
-  for (let i = 0; i < rows.length; ) {
-    const first = rows[i] as SnapshotRow;
-    const table = tableOf(model, first);
-    if (!table) {
-      i = endOfTableRun(rows, i);
+export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel, page: SnapshotPageRows, staged?: ReadonlySet<string>): Promise<void> {
+  const runs = page.tables
+    ? arrayRuns(model, page.rows as readonly SnapshotRowArray[], page.tables)
+    : objectRuns(model, page.rows as readonly SnapshotRowObject[]);
+  for (const { table, values, versions } of runs) {
+    if (staged !== undefined && !staged.has(table.local)) {
+      const at = keyIndex(table);
+      await writeSnapshotRows(tx, table, values, values.map((v, n) => [v[at] as SqlValue, versions[n] as number]));
       continue;
     }
-    const direct = staged !== undefined && !staged.has(table.local);
-    const at = keyIndex(table);
-    const batch: SqlValue[][] = [];
-    const meta: SqlValue[][] = [];
-    for (; i < rows.length; i++) {
-      const row = rows[i] as SnapshotRow;
-      if (row.schema !== first.schema || row.table !== first.table) break;
-      const values = payloadToValues(table, row.payload);
-      const key = keyFromWire(table, row.key);
-      values[at] = key;
-      if (direct) {
-        batch.push(values);
-        meta.push([key, row.row_version]);
-      } else {
-        values.push(row.row_version);
-        batch.push(values);
-      }
-    }
-    if (direct) await writeSnapshotRows(tx, table, batch, meta);
-    else {
-      const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
-      await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, batch);
-    }
+    values.forEach((v, n) => v.push(versions[n] as number));
+    const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
+    await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values);
   }
 }
 

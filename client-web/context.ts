@@ -28,6 +28,8 @@ export interface ClientLimits {
   readonly watchMaxWaitSeconds: number;
   /** The server stages and commits a bundle sent with its create (`single_request_push`), and the caller allows it. */
   readonly pushInOneRequest: boolean;
+  /** Snapshot rows are asked for as arrays (`snapshot_row_arrays`), unless the caller declined. */
+  readonly snapshotRowArrays: boolean;
 }
 
 export interface ClientContext {
@@ -76,5 +78,6 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
       : PAGES_AHEAD,
     watchMaxWaitSeconds: limit(caps, 'watch_max_wait_seconds', 25),
     pushInOneRequest: caps.features['single_request_push'] === true && config.pushInOneRequest !== false,
+    snapshotRowArrays: caps.features['snapshot_row_arrays'] === true && config.snapshotRowArrays !== false,
   };
 }

@@ -30,9 +30,10 @@ export interface Rotation {
 
 /** Creates the snapshot session; a source refusal (outside a rotation, which is the recovery itself) is an outcome. */
 export async function createSnapshotSession(ctx: ClientContext, rotation: Rotation | null): Promise<{ readonly kind: 'session'; readonly download: SnapshotDownload } | { readonly kind: 'source_refused'; readonly error: SyncHttpError }> {
-  const body = rotation
-    ? { source_replacement: { previous_source_id: rotation.previousSourceId, new_source_id: rotation.newSourceId, reason: rotation.reason } }
-    : {};
+  const body = {
+    ...(rotation ? { source_replacement: { previous_source_id: rotation.previousSourceId, new_source_id: rotation.newSourceId, reason: rotation.reason } } : {}),
+    ...(ctx.limits.snapshotRowArrays ? { row_form: 'arrays' } : {}),
+  };
   let session: SnapshotSession;
   try {
     session = await ctx.transport.request('POST', '/sync/snapshot-sessions', { body, schema: SnapshotSession });
@@ -64,7 +65,9 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
   const pageRows = ctx.limits.pageRows;
   const pages = new PagesAhead<SnapshotPage>((after, signal) =>
     ctx.transport.request('GET', `/sync/snapshot-sessions/${download.snapshotId}`, {
-      query: { after_row_ordinal: after, max_rows: pageRows },
+      // A client that reads arrays says so on every page (it reads objects too): a session of
+      // arrays answers only a request that reads them.
+      query: { after_row_ordinal: after, max_rows: pageRows, row_form: ctx.limits.snapshotRowArrays ? 'arrays' : undefined },
       schema: SnapshotAnswer,
       signal,
     }));
@@ -91,7 +94,7 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
       try {
         await applyTransaction(ctx.db, ctx.model, async (tx) => {
           // Capture off: rows written straight into a table are the server's, not local changes.
-          await inApplyMode(tx, () => stageSnapshotRows(tx, ctx.model, page.rows, into));
+          await inApplyMode(tx, () => stageSnapshotRows(tx, ctx.model, page, into));
           await recordSnapshotProgress(tx, after);
         }, async () => {
           throw new ParentNotBefore();

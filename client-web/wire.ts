@@ -8,7 +8,7 @@ import * as z from 'zod/mini';
 import '../core/protocol/zod.js';
 import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage } from '../core/protocol/read-path.js';
 import { ChangedMessage } from '../core/protocol/notify.js';
-import { type CommittedRow, type SnapshotRow } from '../core/protocol/rows.js';
+import { type CommittedRow } from '../core/protocol/rows.js';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -22,11 +22,18 @@ function rowShape(r: unknown, committed: boolean): boolean {
   return (op === 'INSERT' || op === 'UPDATE') && isObject(r['payload']);
 }
 
+/** A row of a page of arrays: its table one the page names, a row version, then the values. */
+function arrayRowShape(r: unknown, tables: Readonly<Record<string, unknown>>): boolean {
+  return Array.isArray(r) && r.length >= 2 && Object.hasOwn(tables, String(r[0])) && Number.isSafeInteger(r[1]);
+}
+
 const committedRows = z.array(z.unknown()).check(z.refine((rows) => rows.every((r) => rowShape(r, true)), 'malformed committed row')) as unknown as z.ZodMiniType<CommittedRow[]>;
-const snapshotRows = z.array(z.unknown()).check(z.refine((rows) => rows.every((r) => rowShape(r, false)), 'malformed snapshot row')) as unknown as z.ZodMiniType<SnapshotRow[]>;
 
 export const PullAnswer = z.extend(PullResponse, { bundles: z.array(z.extend(PulledBundle, { rows: committedRows })) });
 export const CommittedRowsAnswer = z.extend(CommittedBundlePage, { rows: committedRows });
-export const SnapshotAnswer = z.extend(SnapshotPage, { rows: snapshotRows });
+/** A snapshot page: objects, or arrays under the page's `tables` (row_form arrays). */
+export const SnapshotAnswer = z.extend(SnapshotPage, { rows: z.array(z.unknown()) }).check(z.refine(
+  (page) => (page.tables ? page.rows.every((r) => arrayRowShape(r, page.tables as Record<string, unknown>)) : page.rows.every((r) => rowShape(r, false))),
+  'malformed snapshot row')) as unknown as z.ZodMiniType<SnapshotPage>;
 /** A push notification, with the pull page it may carry checked like a pulled one. */
 export const NotifiedChange = z.extend(ChangedMessage, { pull: z.optional(PullAnswer) });

@@ -1,8 +1,8 @@
 /** Lambda: snapshot sessions (create, chunk reads, delete). */
-import { SnapshotCreateRequest } from '../core/protocol/index.js';
+import { ROW_FORMS, SnapshotCreateRequest } from '../core/protocol/index.js';
 import { createSnapshot, deleteSnapshot, snapshotPage } from '../core/sync/index.js';
 import { createHandler, type Route } from './edge/handler.js';
-import { parseBody, pathUuid, queryInt } from './edge/request.js';
+import { parseBody, pathUuid, queryEnum, queryInt } from './edge/request.js';
 
 export const routes: readonly Route[] = [
   {
@@ -17,7 +17,8 @@ export const routes: readonly Route[] = [
     auth: true,
     run: async (req, ctx) => ({
       status: 200,
-      body: await snapshotPage(await ctx.sync(), ctx.actor, pathUuid(req, 'snapshot_id'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 })),
+      body: await snapshotPage(await ctx.sync(), ctx.actor, pathUuid(req, 'snapshot_id'), queryInt(req, 'after_row_ordinal') ?? 0, queryInt(req, 'max_rows', { min: 1 }),
+        queryEnum(req, 'row_form', ROW_FORMS)),
     }),
   },
   {

@@ -11,6 +11,7 @@ import { serverWrite } from '../core/sync/push/server-write.js';
 import { runMaintenance } from '../core/sync/maintenance/maintenance.js';
 import { defaultLimits } from '../core/limits.js';
 import { sql, type Db } from '../core/db/index.js';
+import { PROTOCOL_HEADER } from '../core/protocol/index.js';
 import { nodesOf, planRecorder, renderBothWays, type PlanNode } from './support/plans.js';
 
 async function serverLists(db: Db, user: string, n: number): Promise<number> {
@@ -183,6 +184,56 @@ describe('snapshot chunks (layout 17)', () => {
       expect(keys.length, table).toBe(table === 'kinds' ? codes.length : 40);
       expect(keys, table).toEqual([...keys].sort((a, b) => Buffer.compare(bytesOf(a), bytesOf(b))));
     }
+  });
+
+  it('rows as arrays (row_form arrays) are the rows as objects, at any page size, named by the page\'s tables; only a reader of arrays gets them', async () => {
+    const c = s.client('row-arrays');
+    await initEmpty(c);
+    await serverWrite(s.t.db, { userId: 'row-arrays', sourceId: 'server:test', retainedBundlesPerUser: defaultLimits.retainedBundlesPerUser }, async (tx, scope) => {
+      await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title, position) SELECT gen_random_uuid(), ${scope}, 'list "' || g || chr(92), nullif(g % 3, 0) FROM generate_series(1, 700) g`);
+      await tx.query(sql`INSERT INTO app.items (id, _sync_scope_id, list_id, body, done, attachment)
+        SELECT gen_random_uuid(), ${scope}, (SELECT id FROM app.lists WHERE _sync_scope_id = ${scope} ORDER BY title LIMIT 1), 'item ' || g, g % 2 = 0, decode('00ff', 'hex') FROM generate_series(1, 400) g`);
+      await tx.query(sql`INSERT INTO app.kinds (code, _sync_scope_id, big, amount, ratio, meta, seen_at, flag, blob)
+        SELECT 'k' || g, ${scope}, 9007199254740993 + g, 1.5 + g, 'NaN'::float8, ${'{"a": [1, null, "x"]}'}::jsonb, '2026-01-02T03:04:05.123456Z', null, null FROM generate_series(1, 5) g`);
+    });
+    const v2 = { [PROTOCOL_HEADER]: '2' };
+    const page = (id: string, query: string, headers: Record<string, string> = v2) => c.request('GET', `/sync/snapshot-sessions/${id}?${query}`, undefined, headers);
+    const objects = await c.request('POST', '/sync/snapshot-sessions', {}, v2);
+    const arrays = await c.request('POST', '/sync/snapshot-sessions', { row_form: 'arrays' }, v2);
+    expectStatus(arrays, 200);
+    expect(arrays.body).toMatchObject({ snapshot_bundle_seq: objects.body.snapshot_bundle_seq, row_count: 1105 });
+    const whole = (await page(objects.body.snapshot_id, 'max_rows=5000')).body.rows as any[];
+    expect(whole).toHaveLength(1105);
+    // Rows as arrays, read back into objects with the page's tables.
+    const asObjects = (body: any) => (body.rows as any[]).map(([tableId, version, ...values]) => {
+      const t = body.tables[String(tableId)];
+      const payload = Object.fromEntries(t.columns.map((name: string, i: number) => [name, values[i]]));
+      const keyColumn = Object.keys(whole.find((r) => r.table === t.table).key)[0] as string;
+      return { schema: t.schema, table: t.table, key: { [keyColumn]: payload[keyColumn] }, row_version: version, payload };
+    });
+    for (const size of [1, 333, 700, 5000]) {
+      const got: any[] = [];
+      let after = 0;
+      for (;;) {
+        const p: any = await page(arrays.body.snapshot_id, `after_row_ordinal=${after}&max_rows=${size}&row_form=arrays`);
+        expectStatus(p, 200);
+        expect(Object.values(p.body.tables).map((t: any) => t.table).sort()).toEqual(['items', 'kinds', 'lists']);
+        got.push(...asObjects(p.body));
+        expect(p.body.next_row_ordinal).toBe(got.length);
+        after = p.body.next_row_ordinal;
+        if (!p.body.has_more) break;
+      }
+      expect(got, `pages of ${size}`).toEqual(whole);
+    }
+    // A session of objects reads the same for a reader of arrays; one of arrays is refused to a reader of objects.
+    expect((await page(objects.body.snapshot_id, 'max_rows=5000&row_form=arrays')).body.rows).toEqual(whole);
+    expectStatus(await page(arrays.body.snapshot_id, 'max_rows=10'), 410, 'snapshot_session_expired');
+    expectStatus(await page(arrays.body.snapshot_id, 'row_form=rows'), 400);
+    // Protocol 1 is answered objects (arrays carry protocol 2's values).
+    const v1 = await c.request('POST', '/sync/snapshot-sessions', { row_form: 'arrays' });
+    const v1Page = await page(v1.body.snapshot_id, 'max_rows=5000&row_form=arrays', {});
+    expect(v1Page.body.tables).toBeUndefined();
+    expect(v1Page.body.rows).toHaveLength(1105);
   });
 
   it('a second device at the same ceiling shares the rendered rows; a commit in between renders anew, and each stays frozen', async () => {

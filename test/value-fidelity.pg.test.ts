@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTables } from '../core/config.js';
-import { openDevice, type Device } from './support/client-harness.js';
+import { openDevice, type Device, type DeviceOptions } from './support/client-harness.js';
 import { startTestServer, type TestServer } from './support/server.js';
 import {
   encodeRows, FIDELITY_LOCAL_SQL, FIDELITY_READS, FIDELITY_SERVER_SQL, FIDELITY_TABLES, FIDELITY_TABLES_DECL, refusedWrites, UKEY, writeFidelityRows,
@@ -43,8 +43,8 @@ describe('every value arrives exactly as written: device A → server → device
       const user = `fidelity-${adapter}`;
       const dir = adapter === 'file' ? mkdtempSync(join(tmpdir(), 'lockstep-fidelity-')) : undefined;
       if (dir) dirs.push(dir);
-      const device = async (name: string) => {
-        const d = await openDevice(s, user, { schemaSql: FIDELITY_LOCAL_SQL, tables: FIDELITY_TABLES, ...(dir ? { path: join(dir, `${name}.sqlite3`) } : {}) });
+      const device = async (name: string, config: DeviceOptions['config'] = {}) => {
+        const d = await openDevice(s, user, { schemaSql: FIDELITY_LOCAL_SQL, tables: FIDELITY_TABLES, config, ...(dir ? { path: join(dir, `${name}.sqlite3`) } : {}) });
         devices.push(d);
         expect(await d.client.attach(user), name).toMatchObject({ status: 'attached' });
         return d;
@@ -64,8 +64,13 @@ describe('every value arrives exactly as written: device A → server → device
 
       const expected = { vals: await expectedRows(s, user), ukeys: [{ id: { text: UKEY }, note: { text: 'lower-case' } }] };
       await b.client.sync();
+      // Hydrated twice: rows as arrays (the default where the server offers them), and as objects.
       const c = await device('c');
-      for (const [name, d] of [['b (pulled)', b], ['c (hydrated)', c], ['a (replayed)', a]] as const) {
+      const o = await device('o', { snapshotRowArrays: false });
+      // Each form was rendered (a data set of arrays keeps its header; one of objects has none).
+      const forms = (await s.t.exec(`SELECT DISTINCT (row_tables IS NOT NULL) AS arrays FROM sync.snapshot_data WHERE user_id = $1 ORDER BY 1`, [user])).rows;
+      expect(forms.map((r: { arrays: boolean }) => r.arrays)).toEqual([false, true]);
+      for (const [name, d] of [['b (pulled)', b], ['c (hydrated, arrays)', c], ['o (hydrated, objects)', o], ['a (replayed)', a]] as const) {
         const got = await read(d);
         for (const [i, row] of expected.vals.entries()) expect(got.vals[i], `${name}: ${JSON.stringify(row.id)}`).toEqual(row);
         expect(got.vals.length, name).toBe(expected.vals.length);

@@ -87,7 +87,7 @@ const CATALOG_SQL_FIELDS = [
   ['capture_new_sql', 'captureNewSql'], ['capture_old_sql', 'captureOldSql'], ['capture_keychange_sql', 'captureKeychangeSql'],
   ['upsert_sql', 'upsertSql'], ['delete_sql', 'deleteSql'], ['snapshot_sql', 'snapshotSql'], ['lookup_sql', 'lookupSql'],
   ['hash_rows_sql', 'hashRowsSql'], ['request_rows_sql', 'requestRowsSql'], ['row_json_prefix', 'rowJsonPrefix'],
-  ['snapshot_v1_sql', 'snapshotV1Sql'],
+  ['snapshot_v1_sql', 'snapshotV1Sql'], ['snapshot_array_sql', 'snapshotArraySql'], ['row_array_header', 'rowArrayHeader'],
 ] as const;
 
 type StoredRow = StoredEntry & {
@@ -230,17 +230,18 @@ async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], ret
     await tx.query(sql`
       INSERT INTO sync.table_catalog (table_id, schema_name, table_name, key_column, key_kind, apply_order, columns,
         capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql,
-        hash_rows_sql, request_rows_sql, row_json_prefix, json_columns, snapshot_v1_sql, retired)
+        hash_rows_sql, request_rows_sql, row_json_prefix, json_columns, snapshot_v1_sql, snapshot_array_sql, row_array_header, retired)
       VALUES (${e.tableId}, ${e.schema}, ${e.table}, ${e.keyColumn}, ${e.keyKind}, ${e.applyOrder}, ${JSON.stringify(e.columns)}::jsonb,
         ${e.captureNewSql}, ${e.captureOldSql}, ${e.captureKeychangeSql}, ${e.upsertSql}, ${e.deleteSql}, ${e.snapshotSql}, ${e.lookupSql},
-        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, ${e.jsonColumns}::text[], ${e.snapshotV1Sql}, false)
+        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, ${e.jsonColumns}::text[], ${e.snapshotV1Sql}, ${e.snapshotArraySql}, ${e.rowArrayHeader}, false)
       ON CONFLICT (table_id) DO UPDATE SET schema_name = EXCLUDED.schema_name, table_name = EXCLUDED.table_name,
         key_column = EXCLUDED.key_column, key_kind = EXCLUDED.key_kind, apply_order = EXCLUDED.apply_order, columns = EXCLUDED.columns,
         capture_new_sql = EXCLUDED.capture_new_sql, capture_old_sql = EXCLUDED.capture_old_sql,
         capture_keychange_sql = EXCLUDED.capture_keychange_sql, upsert_sql = EXCLUDED.upsert_sql, delete_sql = EXCLUDED.delete_sql,
         snapshot_sql = EXCLUDED.snapshot_sql, lookup_sql = EXCLUDED.lookup_sql, hash_rows_sql = EXCLUDED.hash_rows_sql,
         request_rows_sql = EXCLUDED.request_rows_sql, row_json_prefix = EXCLUDED.row_json_prefix, json_columns = EXCLUDED.json_columns,
-        snapshot_v1_sql = EXCLUDED.snapshot_v1_sql, retired = false`);
+        snapshot_v1_sql = EXCLUDED.snapshot_v1_sql, snapshot_array_sql = EXCLUDED.snapshot_array_sql,
+        row_array_header = EXCLUDED.row_array_header, retired = false`);
   }
   for (const r of retire) {
     await tx.query(sql`UPDATE sync.table_catalog SET retired = true WHERE table_id = ${r.tableId}`);

@@ -20,6 +20,10 @@ export {
   SnapshotCreateRequest,
   SnapshotSession,
   SnapshotPage,
+  SnapshotRowArray,
+  SnapshotTable,
+  RowForm,
+  ROW_FORMS,
   WatchResponse,
 } from './read-path.js';
 export { ColumnSpec, TableSpec, CapabilitiesResponse, Conflict, ErrorBody } from './meta.js';

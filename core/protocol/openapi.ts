@@ -56,7 +56,7 @@ function parameters(op: Operation): Json[] {
     const schema = kind === 'uuid' ? { type: 'string', format: 'uuid' } : kind === 'string' ? { type: 'string', minLength: 1 } : { type: 'integer', minimum: 0 };
     out.push({ name, in: 'path', required: true, schema });
   }
-  for (const q of op.query ?? []) out.push({ name: q.name, in: 'query', required: false, description: q.description, schema: { type: 'integer', minimum: q.minimum } });
+  for (const q of op.query ?? []) out.push({ name: q.name, in: 'query', required: false, description: q.description, schema: q.values ? { type: 'string', enum: [...q.values] } : { type: 'integer', minimum: q.minimum ?? 0 } });
   if (op.auth === true) {
     out.push({
       name: 'Sync-Source-ID',

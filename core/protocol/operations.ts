@@ -11,7 +11,7 @@ import { type ErrorCode } from '../errors.js';
 import { ConnectRequest, ConnectResponse } from './connect.js';
 import { CapabilitiesResponse, ErrorBody } from './meta.js';
 import { ChunkRequest, ChunkResponse, CommitResponse, PushSessionCreateRequest, PushSessionCreateResponse } from './push-session.js';
-import { CommittedBundlePage, PullResponse, SnapshotCreateRequest, SnapshotPage, SnapshotSession, WatchResponse } from './read-path.js';
+import { CommittedBundlePage, PullResponse, ROW_FORMS, SnapshotCreateRequest, SnapshotPage, SnapshotSession, WatchResponse } from './read-path.js';
 
 const int = z.int().check(z.gte(0));
 
@@ -59,8 +59,10 @@ export const OpenApiResponse = z.record(z.string(), z.unknown());
 export interface QueryParameter {
   readonly name: string;
   readonly description: string;
-  /** Lower bound of the integer (queryInt's `min`). */
-  readonly minimum: number;
+  /** Lower bound of an integer (queryInt's `min`). */
+  readonly minimum?: number;
+  /** The values of a string parameter, instead of an integer. */
+  readonly values?: readonly string[];
 }
 
 export interface Operation {
@@ -171,7 +173,10 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'GET', path: '/sync/snapshot-sessions/{snapshot_id}', auth: true, operationId: 'snapshotPage',
     summary: 'Read one page of a frozen snapshot.',
     pathParameters: { snapshot_id: 'uuid' },
-    query: [afterRowOrdinal, maxRows],
+    query: [afterRowOrdinal, maxRows, {
+      name: 'row_form', values: ROW_FORMS,
+      description: 'The row form this client reads: `arrays` reads both forms (default `objects`: a session of arrays is then answered snapshot_session_expired).',
+    }],
     ok: { status: 200, name: 'SnapshotPage', schema: SnapshotPage },
     errors: ['snapshot_session_not_found', 'snapshot_session_expired'],
   },

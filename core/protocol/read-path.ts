@@ -45,8 +45,18 @@ export type SourceReplacementReason = z.infer<typeof SourceReplacementReason>;
 
 const sourceId = z.string().check(z.regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9._:-]'));
 
+/**
+ * How a snapshot's rows travel (docs/protocol.md §5.6): `objects`, each row self-describing, or
+ * `arrays`, `[table_id, row_version, values…]` under the page's `tables` (protocol 2 only).
+ */
+export const ROW_FORMS = ['objects', 'arrays'] as const;
+export const RowForm = z.enum(ROW_FORMS);
+export type RowForm = z.infer<typeof RowForm>;
+
 export const SnapshotCreateRequest = z.strictObject({
   source_replacement: z.optional(z.strictObject({ previous_source_id: sourceId, new_source_id: sourceId, reason: SourceReplacementReason })),
+  /** Rows as arrays where the server offers them (capabilities' `snapshot_row_arrays`); default objects. */
+  row_form: z.optional(RowForm),
 });
 export type SnapshotCreateRequest = z.infer<typeof SnapshotCreateRequest>;
 
@@ -59,11 +69,21 @@ export const SnapshotSession = z.object({
 });
 export type SnapshotSession = z.infer<typeof SnapshotSession>;
 
+/** A table of a page of row arrays: the names of the values that follow `table_id, row_version`. */
+export const SnapshotTable = z.object({ schema: z.string(), table: z.string(), columns: z.array(z.string()) });
+export type SnapshotTable = z.infer<typeof SnapshotTable>;
+
+/** A row of a session of arrays: its table (a key of the page's `tables`), its row version, its values. */
+export const SnapshotRowArray = z.tuple([count, count], z.unknown());
+export type SnapshotRowArray = z.infer<typeof SnapshotRowArray>;
+
 export const SnapshotPage = z.object({
   snapshot_id: z.uuid(),
   snapshot_bundle_seq: count,
   row_count: count,
-  rows: z.array(SnapshotRow),
+  /** Present on a page of row arrays only: each table_id its rows name, with its value names. */
+  tables: z.optional(z.record(z.string(), SnapshotTable)),
+  rows: z.union([z.array(SnapshotRow), z.array(SnapshotRowArray)]),
   next_row_ordinal: count,
   has_more: z.boolean(),
 });

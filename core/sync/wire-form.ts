@@ -8,6 +8,7 @@
  */
 import { sql, type SqlFragment } from '../db/index.js';
 import { type ProtocolVersion } from '../protocol/version.js';
+import { type RowForm } from '../protocol/read-path.js';
 import { type Actor, type SyncContext } from './context.js';
 
 /** The layout whose managed functions serve protocol 2 (migration 0014). */
@@ -29,6 +30,19 @@ export function protocolOf(actor: Actor): ProtocolVersion {
  */
 export function formArgument(ctx: SyncContext, actor: Actor): SqlFragment {
   return ctx.catalog.layoutVersion >= JSON_TEXT_LAYOUT ? sql`, ${protocolOf(actor)}::smallint` : sql``;
+}
+
+/** The layout whose snapshots may hold rows as arrays (migration 0026). */
+export const ROW_ARRAYS_LAYOUT = 26;
+
+/**
+ * The form argument of a snapshot function: 3, rows as arrays in protocol 2's json form, where
+ * the request asked for arrays and the layout and the protocol serve them; else the json form
+ * (formArgument). A protocol 1 client is answered objects: arrays carry protocol 2's values.
+ */
+export function snapshotFormArgument(ctx: SyncContext, actor: Actor, rowForm: RowForm | undefined): SqlFragment {
+  if (rowForm === 'arrays' && ctx.catalog.layoutVersion >= ROW_ARRAYS_LAYOUT && protocolOf(actor) === 2) return sql`, 3::smallint`;
+  return formArgument(ctx, actor);
 }
 
 /**

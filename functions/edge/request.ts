@@ -88,6 +88,14 @@ export function queryInt(request: EdgeRequest, name: string, { min = 0 } = {}): 
   return Number(raw);
 }
 
+/** A query parameter that is one of `values`, or `undefined` when absent. */
+export function queryEnum<T extends string>(request: EdgeRequest, name: string, values: readonly T[]): T | undefined {
+  const raw = request.query[name];
+  if (raw === undefined) return undefined;
+  if (!(values as readonly string[]).includes(raw)) throw new SyncError('invalid_request', `query parameter ${name} must be one of ${values.join(', ')}`);
+  return raw as T;
+}
+
 export function pathInt(request: EdgeRequest, name: string): number {
   const raw = request.params[name] ?? '';
   if (!nonNegative.test(raw) || Number(raw) > Number.MAX_SAFE_INTEGER) throw new SyncError('invalid_request', `path parameter ${name} must be a non-negative integer`);

@@ -72,6 +72,13 @@ export interface CatalogEntry {
   readonly jsonColumns: readonly string[] | null;
   /** `snapshotSql` with json values in protocol 1's form; null when the table has no json column. */
   readonly snapshotV1Sql: string | null;
+  /**
+   * `snapshotSql` for pages of row arrays (docs/protocol.md §5.6): `payload_text` is the values in
+   * `rowArrayHeader`'s column order, comma-separated, without brackets (protocol 2's json form).
+   */
+  readonly snapshotArraySql: string;
+  /** `{"schema":…,"table":…,"columns":[…]}`: how a page of row arrays names the table's values. */
+  readonly rowArrayHeader: string;
 }
 
 /** Which protocol's form a generated expression renders json values in (docs/protocol.md §4.2, §9). */
@@ -200,6 +207,11 @@ function payloadTextExpr(alias: string, columns: readonly ColumnInfo[], form: Js
   return columns
     .map((col, i) => `${quoteLiteral(`${i === 0 ? '{' : ','}${JSON.stringify(col.name)}:`)} || ${jsonTextExpr(`${alias}.${q(col.name)}`, col.type, form)}`)
     .join(' || ') + ` || '}'`;
+}
+
+/** The values of payloadTextExpr alone, comma-separated: one row array's tail (visible columns are never empty). */
+function valuesTextExpr(alias: string, columns: readonly ColumnInfo[]): string {
+  return columns.map((col) => jsonTextExpr(`${alias}.${q(col.name)}`, col.type, 2)).join(` || ',' || `);
 }
 
 /** jsonb_build_object takes at most 100 arguments, so wide rows are built in slices. */
@@ -409,10 +421,10 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
     const jsonColumns = visible.filter((c) => wireCategory(c.type) === 'json').map((c) => c.name);
     // Rows as text: the key's JSON and the payload's JSON, concatenated (sync.snapshot_create
     // wraps them in the row envelope with the row version; adoption parses the payload).
-    const snapshotSql = (form: JsonForm): string =>
+    const snapshotSql = (form: JsonForm | 'arrays'): string =>
       `SELECT ${tableId}::smallint AS table_id, ${orders.get(info) ?? tableId} AS apply_order, ` +
       `${keyBytesExpr(kind, `t.${key}`)} AS key_bytes, ${kind === 'uuid' ? `'"' || t.${key}::text || '"'` : `to_json(t.${key})::text`} AS key_json, ` +
-      `${payloadTextExpr('t', visible, form)} AS payload_text FROM ${rel} t WHERE t.${scope} = $1`;
+      `${form === 'arrays' ? valuesTextExpr('t', visible) : payloadTextExpr('t', visible, form)} AS payload_text FROM ${rel} t WHERE t.${scope} = $1`;
     return {
       tableId,
       schema: info.schema,
@@ -450,6 +462,8 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       snapshotSql: snapshotSql(2),
       snapshotV1Sql: jsonColumns.length ? snapshotSql(1) : null,
       jsonColumns: jsonColumns.length ? jsonColumns : null,
+      snapshotArraySql: snapshotSql('arrays'),
+      rowArrayHeader: JSON.stringify({ schema: info.schema, table: info.table, columns: visible.map((c) => c.name) }),
       lookupSql:
         `SELECT ${payloadExpr('t', visible)} FROM ${rel} t WHERE t.${scope} = $1 AND t.${key} = ${keyFromBytesExpr(kind, '$2')}`,
       hashRowsSql: (() => {

@@ -3,7 +3,7 @@ import { sql, raw as sqlRaw, type Queryable } from '../../db/index.js';
 import { limitsToWire, type Limits } from '../../limits.js';
 import { COUNTERS, LEDGER_COUNTERS, type PendingCounters } from './counters.js';
 import { MIN_PROTOCOL_VERSION, type CapabilitiesResponse } from '../../protocol/index.js';
-import { servedProtocol } from '../wire-form.js';
+import { ROW_ARRAYS_LAYOUT, servedProtocol } from '../wire-form.js';
 import { evaluateLayout, readLayoutState, type Catalog, type LayoutState } from '../catalog/catalog.js';
 import { type LayoutUnavailableReason } from '../../layout/version.js';
 
@@ -44,7 +44,8 @@ export function capabilities(catalog: Catalog, limits: Limits, appName: string):
       columns: t.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable, ...(t.defaulted ? { has_default: t.defaulted.has(c.name) } : {}) })),
       ...(t.references ? { foreign_keys: t.references.map((r) => ({ references: { schema: r.schema, table: r.table } })) } : {}),
     })),
-    features: { ...FEATURES },
+    // Rows as arrays need layout 26's functions and protocol 2's values.
+    features: { ...FEATURES, snapshot_row_arrays: catalog.layoutVersion >= ROW_ARRAYS_LAYOUT },
     bundle_limits: limitsToWire(limits),
   };
 }
@@ -121,7 +122,8 @@ export async function status(db: Queryable, catalog: Catalog, limits: Limits): P
       bootstrapped_at: row?.meta['created_at'],
     },
     registered_tables: catalog.tables.map((t) => `${t.schema}.${t.table}`),
-    features: { ...FEATURES },
+    // Rows as arrays need layout 26's functions and protocol 2's values.
+    features: { ...FEATURES, snapshot_row_arrays: catalog.layoutVersion >= ROW_ARRAYS_LAYOUT },
     bundle_visibility: { bundles_committed: counters['bundles_committed'] ?? 0, users_registered_max_pk: row?.sessions['users'] ?? 0 },
     retained_floor: { retained_bundles_per_user: limits.retainedBundlesPerUser, rule: 'a checkpoint below a user retained_floor answers history_pruned' },
     error_counters: {

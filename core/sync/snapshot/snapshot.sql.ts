@@ -78,6 +78,22 @@ export const SNAPSHOT_CHUNK_BYTES = 262_144;
 export const SNAPSHOT_PARALLEL_ROWS = 50_000;
 
 /**
+ * One table's arm of a snapshot render: its rows with the prefix of their text as a constant.
+ * Forms 1 and 2 are objects in protocol 1's or 2's json form (table_catalog.snapshot_v1_sql for
+ * 1); form 3 is arrays `[table_id, row_version, values…]` of protocol 2's values, in the order of
+ * the table's row_array_header (docs/protocol.md §5.6). Null for form 3 where bootstrap has not
+ * rendered the table's array SQL yet.
+ */
+export const snapshotRowSelectSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.snapshot_row_select(p_table sync.table_catalog, p_form smallint) RETURNS text LANGUAGE sql STABLE AS $fn$
+  SELECT 'SELECT ' || quote_literal(CASE WHEN p_form = 3 THEN '[' || p_table.table_id || ',' ELSE p_table.row_json_prefix END)
+    || '::text AS prefix, x.* FROM ('
+    || CASE p_form WHEN 3 THEN p_table.snapshot_array_sql WHEN 1 THEN coalesce(p_table.snapshot_v1_sql, p_table.snapshot_sql) ELSE p_table.snapshot_sql END
+    || ') x'
+$fn$
+`);
+
+/**
  * The rows of a user's snapshot, rendered and cut into chunks, in a query that only reads, so
  * PostgreSQL may split it across parallel workers (a statement that writes, the create's INSERT
  * included, never runs in parallel): the workers scan the tables, join row_state, render and sort
@@ -94,8 +110,8 @@ export const SNAPSHOT_PARALLEL_ROWS = 50_000;
  * the row versions are one join of the user's row_state whatever the statistics say (layout 21:
  * a nested loop by user and table re-read it per row, 22 s for 100k rows); and no JIT, which the
  * cost the disabled nested loop adds to the plan would otherwise switch on, and whose compilation
- * costs more than it saves on a statement run once. Rows are rendered in protocol `p_form`'s json
- * form (table_catalog.snapshot_v1_sql for protocol 1).
+ * costs more than it saves on a statement run once. Rows are rendered in `p_form`
+ * (sync.snapshot_row_select): protocol 1's or 2's json form as objects, or 3, rows as arrays.
  */
 export const snapshotRenderSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_render(p_user text, p_form smallint, p_rows integer, p_bytes bigint, p_parallel_rows integer)
@@ -121,11 +137,9 @@ BEGIN
             set_config('min_parallel_table_scan_size', '0', true), set_config('min_parallel_index_scan_size', '0', true);
   END IF;
   -- Each table's rows with its envelope's prefix as a constant, so a worker renders whole rows.
-  SELECT string_agg('SELECT ' || quote_literal(v.row_json_prefix) || '::text AS prefix, x.* FROM (' || v.row_sql || ') x',
-           ' UNION ALL ' ORDER BY v.table_id)
+  SELECT string_agg(sync.snapshot_row_select(tc, p_form), ' UNION ALL ' ORDER BY tc.table_id)
     INTO v_union
-    FROM (SELECT table_id, row_json_prefix, CASE WHEN p_form = 1 THEN coalesce(snapshot_v1_sql, snapshot_sql) ELSE snapshot_sql END AS row_sql
-            FROM sync.table_catalog WHERE NOT retired) v;
+    FROM sync.table_catalog tc WHERE NOT tc.retired;
   -- RETURN QUERY may run in parallel (PostgreSQL 14 and later). Two things keep the work in the
   -- workers: the order by (sort_key, row_text), which makes each row's text part of what a
   -- worker sorts (sort_key alone is unique, so row_text is never compared; ordered by sort_key
@@ -143,13 +157,15 @@ BEGIN
                           -- integer's sign bit flipped, big-endian): one memcmp per comparison
                           -- instead of three keys with the row deformed for each (layout 22).
                           int4send(s.apply_order # (-2147483648)::integer) || int2send(s.table_id # (-32768)::smallint) || s.key_bytes AS sort_key,
-                          s.prefix || s.key_json || '},"row_version":' || coalesce(rs.row_version, 0) || ',"payload":' || s.payload_text || '}' AS row_text
+                          %s AS row_text
                           FROM (%s) s
                           LEFT JOIN sync.row_state rs ON rs.user_id = $1 AND rs.table_id = s.table_id AND rs.key_bytes = s.key_bytes
                          ORDER BY 1, 2) t
                 WINDOW w AS (ORDER BY t.sort_key ROWS UNBOUNDED PRECEDING)) r
          GROUP BY r.ordinal / $2, r.bytes_before / $3) g ON true
-  $q$, v_union) USING p_user, p_rows, p_bytes;
+  $q$, CASE WHEN p_form = 3 THEN $e$s.prefix || coalesce(rs.row_version, 0) || ',' || s.payload_text || ']'$e$
+             ELSE $e$s.prefix || s.key_json || '},"row_version":' || coalesce(rs.row_version, 0) || ',"payload":' || s.payload_text || '}'$e$ END,
+     v_union) USING p_user, p_rows, p_bytes;
   IF v_parallel THEN
     PERFORM set_config('parallel_setup_cost', v_saved[1], true), set_config('parallel_tuple_cost', v_saved[2], true),
             set_config('min_parallel_table_scan_size', v_saved[3], true), set_config('min_parallel_index_scan_size', v_saved[4], true);
@@ -170,8 +186,9 @@ $fn$
  * a registered table commits a bundle), as long as their rendering is (the render key: the
  * catalog's row SQL and the layout version). A data set lives at least as long as each session
  * that uses it (its expires_at is the latest of theirs), and SNAPSHOT_DATA_GRACE after the last
- * one is deleted; maintenance removes it once expired. The session keeps the json form `p_form`
- * its rows were rendered in: its pages are served in that form only. Its own work_mem keeps the
+ * one is deleted; maintenance removes it once expired. The session keeps the form `p_form` its
+ * rows were rendered in (sync.snapshot_row_select): its pages are served in that form only. A
+ * data set of arrays (form 3) keeps the header that names their values (`row_tables`). Its own work_mem keeps the
  * rendered chunks, held once between the render and the insert, in memory.
  */
 export const snapshotCreateSql = managedFunction(String.raw`
@@ -183,6 +200,7 @@ DECLARE
   v_err jsonb;
   v_id uuid := gen_random_uuid();
   v_render text;
+  v_tables text;
   v_data sync.snapshot_data;
   v_s sync.snapshot_sessions;
 BEGIN
@@ -209,12 +227,19 @@ BEGIN
   IF NOT FOUND THEN
     RETURN sync.rate_limited(v_us.user_id, 'snapshot', 'max_open_snapshot_sessions_per_user', p_max_open, p_reap_seconds);
   END IF;
-  -- The render key covers the form: the row SQL is protocol 1's where a table's json differs.
-  SELECT md5(string_agg(v.table_id || ':' || v.apply_order || ':' || v.row_json_prefix || v.row_sql, ';' ORDER BY v.table_id)
-           || ';layout ' || coalesce((SELECT value FROM sync.meta WHERE key = 'layout_version'), ''))
-    INTO STRICT v_render
-    FROM (SELECT table_id, apply_order, row_json_prefix, CASE WHEN p_form = 1 THEN coalesce(snapshot_v1_sql, snapshot_sql) ELSE snapshot_sql END AS row_sql
-            FROM sync.table_catalog WHERE NOT retired) v;
+  -- Rows as arrays need every table's array SQL, which bootstrap renders after the migration that
+  -- added it: until then the rows are objects (a reader of arrays reads those too).
+  IF p_form = 3 AND EXISTS (SELECT 1 FROM sync.table_catalog WHERE NOT retired AND snapshot_array_sql IS NULL) THEN
+    p_form := 2;
+  END IF;
+  -- The render key covers the form (each table's row SQL and prefix in it) and, for arrays, the
+  -- header that names their values.
+  SELECT md5(string_agg(tc.table_id || ':' || tc.apply_order || ':' || sync.snapshot_row_select(tc, p_form)
+                        || CASE WHEN p_form = 3 THEN tc.row_array_header ELSE '' END, ';' ORDER BY tc.table_id)
+           || ';layout ' || coalesce((SELECT value FROM sync.meta WHERE key = 'layout_version'), '')),
+         CASE WHEN p_form = 3 THEN '{' || coalesce(string_agg('"' || tc.table_id || '":' || tc.row_array_header, ',' ORDER BY tc.table_id), '') || '}' END
+    INTO STRICT v_render, v_tables
+    FROM sync.table_catalog tc WHERE NOT tc.retired;
   -- The rows at the user's latest bundle_seq, already rendered and not expired: shared, and kept
   -- for this session too. The lock orders this with maintenance and with the delete of the last
   -- session, which both re-check the expiry.
@@ -237,9 +262,9 @@ BEGIN
         FROM r WHERE r.body IS NOT NULL
       RETURNING row_count, wire_bytes),
     data AS (
-      INSERT INTO sync.snapshot_data (data_id, user_id, snapshot_bundle_seq, render_key, row_count, byte_count, created_at, expires_at)
+      INSERT INTO sync.snapshot_data (data_id, user_id, snapshot_bundle_seq, render_key, row_count, byte_count, created_at, expires_at, row_tables)
       SELECT v_id, v_us.user_id, (SELECT max(r.snapshot_bundle_seq) FROM r), v_render, (SELECT coalesce(sum(row_count), 0) FROM chunks),
-             (SELECT coalesce(sum(wire_bytes + 1), 0) FROM chunks), now(), now() + make_interval(secs => p_ttl_seconds)
+             (SELECT coalesce(sum(wire_bytes + 1), 0) FROM chunks), now(), now() + make_interval(secs => p_ttl_seconds), v_tables
       RETURNING *)
     INSERT INTO sync.snapshot_sessions (snapshot_id, user_id, source_id, snapshot_bundle_seq, row_count, byte_count, created_at, expires_at, data_id, json_form)
     SELECT v_id, v_us.user_id, coalesce(p_new, p_source), d.snapshot_bundle_seq, d.row_count, d.byte_count, d.created_at, d.expires_at, d.data_id, p_form
@@ -256,10 +281,11 @@ $fn$
  * One page: the rows [p_after, p_after + p_max) that fit p_budget (at least one). Pages of
  * sessions created since layout 17 join stored chunks, splitting the first or last one into its
  * lines where the page starts or ends inside it; those of older sessions (a rolling
- * deploy) are read row by row as before. Pages are served in the json form the session was
- * created in: a client asking for another form (it was upgraded while hydrating) is told the
- * session expired, so it starts a new one, unless no registered table has a json column (then
- * both forms are the same rows).
+ * deploy) are read row by row as before. Pages are served in the form the session was created
+ * in: a client asking for another json form (it was upgraded while hydrating) is told the session
+ * expired, so it starts a new one, unless no registered table has a json column (then both forms
+ * are the same rows). Rows as arrays (form 3, protocol 2's json form) go only to a request of
+ * form 3, which reads objects as well; their page names each table's values in `tables`.
  */
 export const snapshotPageSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint,
@@ -279,6 +305,7 @@ DECLARE
   v_wire bigint;
   v_row_wire bigint;
   v_rows text[];
+  v_head text := '';
 BEGIN
   SELECT s.* INTO v_s FROM sync.snapshot_sessions s
    WHERE s.user_id = p_user AND s.snapshot_id = p_snapshot;
@@ -290,15 +317,24 @@ BEGIN
     RETURN QUERY SELECT sync.err('snapshot_session_expired', format('snapshot session %s expired', p_snapshot)), NULL::text;
     RETURN;
   END IF;
-  IF v_s.json_form <> p_form AND EXISTS (SELECT 1 FROM sync.table_catalog WHERE json_columns IS NOT NULL AND NOT retired) THEN
+  -- Rows as arrays go only to a reader that asked for them (form 3), which reads objects too.
+  IF v_s.json_form = 3 AND p_form <> 3 THEN
     RETURN QUERY SELECT sync.err('snapshot_session_expired', format(
-      'snapshot session %s was rendered for Sync-Protocol-Version %s; create a new one', p_snapshot, v_s.json_form)), NULL::text;
+      'snapshot session %s holds rows as arrays, which this request did not ask for; create a new one', p_snapshot)), NULL::text;
     RETURN;
+  END IF;
+  IF least(v_s.json_form, 2) <> least(p_form, 2) AND EXISTS (SELECT 1 FROM sync.table_catalog WHERE json_columns IS NOT NULL AND NOT retired) THEN
+    RETURN QUERY SELECT sync.err('snapshot_session_expired', format(
+      'snapshot session %s was rendered for Sync-Protocol-Version %s; create a new one', p_snapshot, least(v_s.json_form, 2))), NULL::text;
+    RETURN;
+  END IF;
+  IF v_s.json_form = 3 THEN
+    v_head := ',"tables":' || (SELECT d.row_tables FROM sync.snapshot_data d WHERE d.user_id = p_user AND d.data_id = v_s.data_id);
   END IF;
   -- Budgets are in escaped bytes (sync.wire_bytes): each row its stored size plus a comma, plus
   -- the page's own envelope.
   v_envelope := sync.wire_bytes('{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
-    || ',"row_count":' || v_s.row_count || ',"rows":[],"next_row_ordinal":' || (p_after + p_max) || ',"has_more":false}');
+    || ',"row_count":' || v_s.row_count || v_head || ',"rows":[],"next_row_ordinal":' || (p_after + p_max) || ',"has_more":false}');
   IF v_s.data_id IS NULL THEN
     RETURN QUERY
     WITH page AS (
@@ -360,7 +396,7 @@ BEGIN
   END IF;
   -- JSON text by concatenation of the rows rendered at create, never cast to json (see sync.pull).
   RETURN QUERY SELECT NULL::jsonb, '{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
-    || ',"row_count":' || v_s.row_count || ',"rows":[' || array_to_string(v_parts, ',') || '],"next_row_ordinal":' || v_next
+    || ',"row_count":' || v_s.row_count || v_head || ',"rows":[' || array_to_string(v_parts, ',') || '],"next_row_ordinal":' || v_next
     || ',"has_more":' || (v_next < v_s.row_count)::text || '}';
 END
 $fn$
