@@ -28,7 +28,7 @@ import { SqlTimings } from './lib/sql-timing.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 import { clientFingerprint, directInsert, LINK_RTT_MS, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 import { startBodyServer } from './lib/body-server.js';
-import { designFloorSnapshot, designFloorTransferAndApply, keptVersions, openDesignFloorDb, specRows } from './lib/design-floor.js';
+import { designFloorSnapshot, designFloorTransferAndApplyArrays, keptVersions, openDesignFloorDb, specRowArrays } from './lib/design-floor.js';
 
 const ROWS = 100_000;
 export const HYDRATION_TARGET_ROWS_PER_S = 50_000;
@@ -117,8 +117,8 @@ export const hydrationBenchmark: Benchmark = {
         await db.close();
       }
     };
-    // The design's floor: the frozen copy, its read, the rows in the protocol's shape as one
-    // HTTP body, the rows and their versions into wa-sqlite.
+    // The design's floor: the frozen copy, its read, the rows in the protocol's lightest shape
+    // (arrays) as one HTTP body, the rows and their versions into wa-sqlite.
     const copyMs: number[] = [];
     const bodyServer = await startBodyServer();
     const designOnce = async (i: number): Promise<number> => {
@@ -127,7 +127,7 @@ export const hydrationBenchmark: Benchmark = {
         const { ms } = await timed(async () => {
           const snapshot = await designFloorSnapshot(server.admin, USER, i + 10);
           copyMs.push(snapshot.copyMs);
-          await designFloorTransferAndApply(bodyServer, db, specRows(snapshot.rows, () => snapshotSeq));
+          await designFloorTransferAndApplyArrays(bodyServer, db, specRowArrays(snapshot.rows, () => snapshotSeq));
         });
         const fingerprint = await clientFingerprint(db);
         rec.check(`hydration design floor run ${i}: rows equal the source rows`, fingerprint === expected, `${fingerprint} (expected ${expected})`);
@@ -226,7 +226,7 @@ export const hydrationBenchmark: Benchmark = {
     const designRate = spread(design.map((ms) => rowsPerSecond(ROWS, ms)));
     rec.figure({
       id: 'hydration.design_floor_rows_per_s',
-      label: 'hydration design floor: the rows copied as a frozen snapshot (one statement), read back, sent as one HTTP body in the protocol\'s row shape, inserted with their row versions',
+      label: 'hydration design floor: the rows copied as a frozen snapshot (one statement), read back, sent as one HTTP body in the protocol\'s lightest row shape (arrays), inserted with their row versions',
       unit: 'rows/s',
       value: designRate,
       baseline: floor,

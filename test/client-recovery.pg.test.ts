@@ -516,7 +516,8 @@ describe('web client: pruned history and small responses', () => {
       // As an operator repairs by hand: the owner, holding the bootstrap lock.
       s.t.exec(`BEGIN; SELECT pg_advisory_xact_lock(7020140421);
         UPDATE sync.table_catalog SET snapshot_sql = replace(snapshot_sql, '${from}', '${to}'),
-               snapshot_v1_sql = replace(snapshot_v1_sql, '${from}', '${to}'); COMMIT`);
+               snapshot_v1_sql = replace(snapshot_v1_sql, '${from}', '${to}'),
+               snapshot_array_sql = replace(snapshot_array_sql, '${from}', '${to}'); COMMIT`);
     const orders = await s.t.db.query<{ table_name: string; apply_order: number }>(sql`SELECT table_name, apply_order FROM sync.table_catalog`);
     const order = (name: string) => orders.find((o) => o.table_name === name)?.apply_order as number;
     expect(order('lists')).toBeLessThan(order('items'));

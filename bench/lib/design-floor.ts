@@ -16,7 +16,9 @@
  * - A hydration reads a frozen snapshot: the rows as of its ceiling, whatever commits meanwhile,
  *   served in deterministic chunks, so the create copies them (`snapshot_session_rows`) with a
  *   fixed ordinal. The floor copies them in one statement (in the order read: no sort), reads the
- *   copy, and inserts the rows and their versions.
+ *   copy, and inserts the rows and their versions. Since layout 26 a snapshot's rows may travel
+ *   as arrays under one column list per table (docs/protocol.md §5.6), the lighter shape, so the
+ *   hydration's floor sends that one (specRowArrays).
  *
  * Their tables are in schema.ts (bench.floor_*), never registered.
  */
@@ -112,6 +114,22 @@ export function specRows(notes: readonly Note[], rowVersion: (i: number) => numb
   return notes.map((n, i) => ({ schema: 'bench', table: 'notes', key: { id: n.id }, op: 'INSERT', row_version: rowVersion(i), payload: n }));
 }
 
+/** A snapshot page's rows as arrays (docs/protocol.md §5.6): `[table_id, row_version, values…]` under `tables`. */
+export interface SpecRowArrays {
+  readonly tables: Readonly<Record<string, { readonly schema: string; readonly table: string; readonly columns: readonly string[] }>>;
+  readonly rows: readonly (readonly unknown[])[];
+}
+
+const NOTE_COLUMNS = ['id', 'title', 'body', 'position', 'done', 'updated_at'] as const;
+
+/** `notes` as a snapshot page of arrays carries them, each with its version. */
+export function specRowArrays(notes: readonly Note[], rowVersion: (i: number) => number): SpecRowArrays {
+  return {
+    tables: { 1: { schema: 'bench', table: 'notes', columns: NOTE_COLUMNS } },
+    rows: notes.map((n, i) => [1, rowVersion(i), ...NOTE_COLUMNS.map((c) => n[c])]),
+  };
+}
+
 /** A baseline device with a table shaped like the client's own `_sync_row_meta` for the versions. */
 export async function openDesignFloorDb(): Promise<SqliteDb> {
   const db = await openBaselineDb();
@@ -130,6 +148,16 @@ export async function designFloorTransferAndApply(bodyServer: BodyServer, db: Sq
   await db.transaction(async (tx) => {
     await tx.runMany(INSERT_NOTE, body.rows.map((r) => noteValues(r.payload)));
     await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', body.rows.map((r) => [r.table, r.key.id, r.row_version]));
+  });
+}
+
+/** designFloorTransferAndApply for rows as arrays: the values by their position in the table's column list. */
+export async function designFloorTransferAndApplyArrays(bodyServer: BodyServer, db: SqliteDb, page: SpecRowArrays): Promise<void> {
+  bodyServer.set(JSON.stringify(page));
+  const body = (await (await fetch(bodyServer.url)).json()) as { rows: [number, number, string, string, string, number, boolean, string][] };
+  await db.transaction(async (tx) => {
+    await tx.runMany(INSERT_NOTE, body.rows.map((r) => [r[2], r[3], r[4], r[5], r[6] ? 1 : 0, r[7]]));
+    await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', body.rows.map((r) => ['notes', r[2], r[1]]));
   });
 }
 

@@ -28,6 +28,7 @@ import {
 } from '../errors.js';
 import { defaultLimits } from '../limits.js';
 import { LAYOUT_VERSION, servable } from '../layout/version.js';
+import { ROW_ARRAYS_LAYOUT } from '../sync/wire-form.js';
 import { buildCatalog, adoptionSourceSql, type CatalogEntry } from '../sync/catalog/table-sql.js';
 import { triggerSpecs, type TriggerSpec } from '../sync/capture/triggers.js';
 import { FIXED_KEY_TRIGGER, ROOT_TRIGGERS } from '../sync/catalog/names.js';
@@ -92,8 +93,8 @@ const CATALOG_SQL_FIELDS = [
 
 type StoredRow = StoredEntry & {
   readonly applyOrder: number;
-  /** Each generated text (null where the table needs none, or the layout has no such column yet). */
-  readonly sql: Readonly<Record<string, string | null>>;
+  /** Each generated text (null where the table needs none; undefined where the layout has no such column yet). */
+  readonly sql: Readonly<Record<string, string | null | undefined>>;
   readonly jsonColumns: readonly string[] | null;
 };
 
@@ -133,7 +134,8 @@ async function readStoredCatalog(db: Queryable): Promise<StoredRow[]> {
     applyOrder: Number(r['apply_order']),
     columns: r['columns'] as StoredEntry['columns'],
     retired: r['is_retired'] === true,
-    sql: Object.fromEntries(CATALOG_SQL_FIELDS.map(([column]) => [column, r[column] === undefined || r[column] === null ? null : String(r[column])])),
+    // undefined: the layout has no such column yet.
+    sql: Object.fromEntries(CATALOG_SQL_FIELDS.map(([column]) => [column, r[column] === undefined ? undefined : r[column] === null ? null : String(r[column])])),
     jsonColumns: (r['json_columns'] as string[] | null | undefined) ?? null,
   }));
 }
@@ -176,7 +178,7 @@ function sameEntry(stored: StoredRow | undefined, entry: CatalogEntry): boolean 
   return (
     stored.keyColumn === entry.keyColumn && stored.keyKind === entry.keyKind && stored.applyOrder === entry.applyOrder &&
     sameColumns(stored.columns, entry.columns) && JSON.stringify(stored.jsonColumns) === JSON.stringify(entry.jsonColumns) &&
-    CATALOG_SQL_FIELDS.every(([column, field]) => stored.sql[column] === entry[field])
+    CATALOG_SQL_FIELDS.every(([column, field]) => stored.sql[column] === undefined || stored.sql[column] === entry[field])
   );
 }
 
@@ -225,23 +227,26 @@ function refuseUnsafe(changes: readonly SchemaChange[], accept: readonly string[
   if (refused.length) throw new UnsafeSchemaChangeError(refused);
 }
 
-async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], retire: readonly StoredRow[]): Promise<void> {
+async function writeCatalog(tx: Queryable, catalog: readonly CatalogEntry[], retire: readonly StoredRow[], target: number): Promise<void> {
+  // A layout stopped before 26 (tests of upgrades) has no columns for rows as arrays.
+  const arrays = target >= ROW_ARRAYS_LAYOUT;
   for (const e of catalog) {
     await tx.query(sql`
       INSERT INTO sync.table_catalog (table_id, schema_name, table_name, key_column, key_kind, apply_order, columns,
         capture_new_sql, capture_old_sql, capture_keychange_sql, upsert_sql, delete_sql, snapshot_sql, lookup_sql,
-        hash_rows_sql, request_rows_sql, row_json_prefix, json_columns, snapshot_v1_sql, snapshot_array_sql, row_array_header, retired)
+        hash_rows_sql, request_rows_sql, row_json_prefix, json_columns, snapshot_v1_sql, ${raw(arrays ? 'snapshot_array_sql, row_array_header, ' : '')}retired)
       VALUES (${e.tableId}, ${e.schema}, ${e.table}, ${e.keyColumn}, ${e.keyKind}, ${e.applyOrder}, ${JSON.stringify(e.columns)}::jsonb,
         ${e.captureNewSql}, ${e.captureOldSql}, ${e.captureKeychangeSql}, ${e.upsertSql}, ${e.deleteSql}, ${e.snapshotSql}, ${e.lookupSql},
-        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, ${e.jsonColumns}::text[], ${e.snapshotV1Sql}, ${e.snapshotArraySql}, ${e.rowArrayHeader}, false)
+        ${e.hashRowsSql}, ${e.requestRowsSql}, ${e.rowJsonPrefix}, ${e.jsonColumns}::text[], ${e.snapshotV1Sql},
+        ${arrays ? sql`${e.snapshotArraySql}, ${e.rowArrayHeader}, ` : sql``}false)
       ON CONFLICT (table_id) DO UPDATE SET schema_name = EXCLUDED.schema_name, table_name = EXCLUDED.table_name,
         key_column = EXCLUDED.key_column, key_kind = EXCLUDED.key_kind, apply_order = EXCLUDED.apply_order, columns = EXCLUDED.columns,
         capture_new_sql = EXCLUDED.capture_new_sql, capture_old_sql = EXCLUDED.capture_old_sql,
         capture_keychange_sql = EXCLUDED.capture_keychange_sql, upsert_sql = EXCLUDED.upsert_sql, delete_sql = EXCLUDED.delete_sql,
         snapshot_sql = EXCLUDED.snapshot_sql, lookup_sql = EXCLUDED.lookup_sql, hash_rows_sql = EXCLUDED.hash_rows_sql,
         request_rows_sql = EXCLUDED.request_rows_sql, row_json_prefix = EXCLUDED.row_json_prefix, json_columns = EXCLUDED.json_columns,
-        snapshot_v1_sql = EXCLUDED.snapshot_v1_sql, snapshot_array_sql = EXCLUDED.snapshot_array_sql,
-        row_array_header = EXCLUDED.row_array_header, retired = false`);
+        snapshot_v1_sql = EXCLUDED.snapshot_v1_sql,
+        ${raw(arrays ? 'snapshot_array_sql = EXCLUDED.snapshot_array_sql, row_array_header = EXCLUDED.row_array_header, ' : '')}retired = false`);
   }
   for (const r of retire) {
     await tx.query(sql`UPDATE sync.table_catalog SET retired = true WHERE table_id = ${r.tableId}`);
@@ -352,7 +357,7 @@ async function write(tx: Queryable, opts: BootstrapOptions, target: number): Pro
   refuseUnsafe(p.changes, opts.accept ?? []);
   const retire = p.stored.filter((s) => !s.retired && p.changes.some((c) => c.id === `drop-table:${s.schema}.${s.table}`));
   const newTables = p.catalog.filter((e) => !p.stored.some((s) => s.tableId === e.tableId && !s.retired));
-  await writeCatalog(tx, p.catalog, retire);
+  await writeCatalog(tx, p.catalog, retire, target);
   const triggers = fresh ? p.infos.flatMap((info, i) => triggerSpecs(info, p.catalog[i] as CatalogEntry)) : await missingTriggers(tx, p.infos, p.catalog);
   if (triggers.length) await tx.simple(triggers.map((t) => `${t.ddl};`).join('\n'));
   const adopted = fresh
