@@ -30,13 +30,19 @@ export interface Rotation {
 
 /** Creates the snapshot session; a source refusal (outside a rotation, which is the recovery itself) is an outcome. */
 export async function createSnapshotSession(ctx: ClientContext, rotation: Rotation | null): Promise<{ readonly kind: 'session'; readonly download: SnapshotDownload } | { readonly kind: 'source_refused'; readonly error: SyncHttpError }> {
-  const body = {
-    ...(rotation ? { source_replacement: { previous_source_id: rotation.previousSourceId, new_source_id: rotation.newSourceId, reason: rotation.reason } } : {}),
-    ...(ctx.limits.snapshotRowArrays ? { row_form: 'arrays' } : {}),
-  };
+  const body = rotation
+    ? { source_replacement: { previous_source_id: rotation.previousSourceId, new_source_id: rotation.newSourceId, reason: rotation.reason } }
+    : {};
+  const create = (rowForm: boolean) =>
+    ctx.transport.request('POST', '/sync/snapshot-sessions', { body: rowForm ? { ...body, row_form: 'arrays' } : body, schema: SnapshotSession });
   let session: SnapshotSession;
   try {
-    session = await ctx.transport.request('POST', '/sync/snapshot-sessions', { body, schema: SnapshotSession });
+    // A handler of a build before row_form (a deploy under way: capabilities answered by the new
+    // one) refuses the field as invalid_request: the same create without it is answered objects.
+    session = await create(ctx.limits.snapshotRowArrays).catch((error: unknown) => {
+      if (ctx.limits.snapshotRowArrays && isCode(error, 'invalid_request')) return create(false);
+      throw error;
+    });
   } catch (error) {
     if (!rotation && isCode(error, ...SOURCE_REFUSALS)) return { kind: 'source_refused', error };
     throw error;

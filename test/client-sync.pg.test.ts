@@ -133,6 +133,39 @@ describe('web client: everyday sync', () => {
     expect(log.afters).toEqual([0, 2, 4, 6, 3, 5, 7, 9, 11]);
   });
 
+  it('a snapshot create refused as invalid_request for its row_form (a handler of an older build, mid-deploy) is asked again without it, and hydrates objects', async () => {
+    const user = 'u-row-form-refused';
+    const a = await device(user);
+    const listId = uuid();
+    await write.list(a.db, listId, 'mid-deploy', 1);
+    for (let i = 0; i < 30; i++) await write.item(a.db, uuid(), listId, `item ${i}`);
+    await a.client.attach(user);
+    // What an older handler answers, whose strict schema knows no row_form: this build's answer to
+    // a field it does not know.
+    const refusal = await s.client(user, 'probe').post('/sync/snapshot-sessions', { row_shape: 'arrays' });
+    expect(refusal).toMatchObject({ status: 400, body: { error: 'invalid_request' } });
+    const creates: string[] = [];
+    const pages: string[] = [];
+    const b = await device(user, {
+      config: {
+        fetch: async (input, init) => {
+          const url = new URL(String(input instanceof Request ? input.url : input));
+          if (url.pathname === '/sync/snapshot-sessions' && init?.method === 'POST') {
+            const body = String(init.body ?? '');
+            creates.push(body);
+            if (body.includes('row_form')) return new Response(JSON.stringify(refusal.body), { status: 400, headers: { 'content-type': 'application/json' } });
+          }
+          if (url.pathname.startsWith('/sync/snapshot-sessions/')) pages.push(url.search);
+          return fetch(input, init);
+        },
+      },
+    });
+    expect(await b.client.attach(user)).toMatchObject({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 31 });
+    expect(creates.map((c) => c.includes('row_form'))).toEqual([true, false]);
+    expect(pages.length).toBeGreaterThan(0);
+    await expectConverged(s, user, a, b);
+  });
+
   it('two devices converge through interleaved inserts, updates, deletes and a cascade', async () => {
     const a = await device('u-two');
     const b = await device('u-two');
