@@ -188,8 +188,8 @@ $fn$
  * that uses it (its expires_at is the latest of theirs), and SNAPSHOT_DATA_GRACE after the last
  * one is deleted; maintenance removes it once expired. The session keeps the form `p_form` its
  * rows were rendered in (sync.snapshot_row_select): its pages are served in that form only. A
- * data set of arrays (form 3) keeps the header that names their values (`row_tables`). Its own work_mem keeps the
- * rendered chunks, held once between the render and the insert, in memory.
+ * data set of arrays (form 3) keeps the header that names their values (`row_tables`). Its own
+ * work_mem keeps the rendered chunks, held once between the render and the insert, in memory.
  */
 export const snapshotCreateSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_create(p_user text, p_source text, p_prev text, p_new text, p_reason text, p_ttl_seconds integer,
