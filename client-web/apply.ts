@@ -6,7 +6,7 @@
  * acknowledged). Row versions only move forward, so re-applying an older bundle is a no-op.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
-import { type SnapshotTable } from '../core/protocol/read-path.js';
+import { type SnapshotRowArray, type SnapshotTable } from '../core/protocol/read-path.js';
 import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { columnsToRefresh, stagedTables, stageTable } from './install.js';
@@ -242,7 +242,6 @@ function reaches(model: LocalModel, from: TableModel, to: TableModel): boolean {
 }
 
 type SnapshotRowObject = { schema: string; table: string; key: Record<string, string>; row_version: number; payload: Record<string, unknown> };
-type SnapshotRowArray = readonly [number, number, ...unknown[]];
 
 /** A snapshot page's rows: objects, or arrays under `tables` (protocol §5.6, row_form arrays). */
 export interface SnapshotPageRows {
