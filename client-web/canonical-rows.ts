@@ -1,0 +1,83 @@
+/**
+ * The RFC 8785 text of a bundle's pushed rows, which the request hash is taken over
+ * (docs/protocol.md §4.3): exactly what `canonicalize` writes, about five times faster for the
+ * rows a freeze produces.
+ *
+ * A pushed row's values are strings, finite numbers, booleans and nulls, and RFC 8785 writes those
+ * as `JSON.stringify` does; what it adds is the order of object keys (UTF-16 code units, which is
+ * `Array.prototype.sort`'s). So each row is rebuilt with its keys inserted in that order and the
+ * whole array serialized once by the engine's own JSON writer, instead of a recursive walk that
+ * sorts, checks and joins every object and string (10k rows: 61 → 13 ms). Anything outside that
+ * shape goes to the library whole: a nested value (a json column in protocol 1), a key the engine
+ * would not keep in insertion order (an array index such as "10", which objects list first and
+ * numerically) or `__proto__`, a lone surrogate or a non-finite number (which the library refuses).
+ */
+import canonicalize from 'canonicalize';
+
+/** The fields of a pushed row, in RFC 8785 order. */
+interface RowFields {
+  readonly schema: string;
+  readonly table: string;
+  readonly key: Readonly<Record<string, unknown>>;
+  readonly op: string;
+  readonly base_row_version: number;
+  readonly payload: Readonly<Record<string, unknown>> | null;
+}
+
+/**
+ * Keys an object enumerates before the others, in numeric order, whatever the insertion order;
+ * and `__proto__`, which an assignment would not make a key at all.
+ */
+const UNORDERED_KEY = /^(?:0|[1-9][0-9]*|__proto__)$/;
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
+function plain(value: unknown): boolean {
+  switch (typeof value) {
+    case 'string':
+      return !LONE_SURROGATE.test(value);
+    case 'number':
+      return Number.isFinite(value);
+    case 'boolean':
+      return true;
+    default:
+      return value === null;
+  }
+}
+
+/**
+ * `object` with its keys in RFC 8785 order, or undefined when a key or a value is not plain.
+ * `orders` keeps the sorted keys per key list already seen (a table's rows share one or two).
+ */
+function ordered(object: Readonly<Record<string, unknown>>, orders: Map<string, readonly string[]>): Record<string, unknown> | undefined {
+  const keys = Object.keys(object);
+  const seen = keys.join('\u0000');
+  let sorted = orders.get(seen);
+  if (sorted === undefined) {
+    if (keys.some((k) => UNORDERED_KEY.test(k) || LONE_SURROGATE.test(k))) return undefined;
+    sorted = [...keys].sort();
+    orders.set(seen, sorted);
+  }
+  const out: Record<string, unknown> = {};
+  for (const k of sorted) {
+    const value = object[k];
+    if (!plain(value)) return undefined;
+    out[k] = value;
+  }
+  return out;
+}
+
+/** The RFC 8785 text of `rows` (`canonicalize(rows)`); throws what the library throws. */
+export function canonicalRowsText(rows: readonly RowFields[]): string {
+  const orders = new Map<string, readonly string[]>();
+  const out: unknown[] = new Array(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i] as RowFields;
+    const key = ordered(row.key, orders);
+    const payload = row.payload === null ? null : ordered(row.payload, orders);
+    if (key === undefined || payload === undefined || !plain(row.schema) || !plain(row.table) || !plain(row.op) || !plain(row.base_row_version)) {
+      return canonicalize(rows) ?? '[]';
+    }
+    out[i] = { base_row_version: row.base_row_version, key, op: row.op, payload, schema: row.schema, table: row.table };
+  }
+  return JSON.stringify(out);
+}
