@@ -26,7 +26,7 @@ import { ConnectResponse } from '../core/protocol/connect.js';
 import { type Conflict, ErrorBody } from '../core/protocol/meta.js';
 import { ChunkResponse, CommitResponse, PushSessionCreateResponse, type BundleSummary } from '../core/protocol/push-session.js';
 import { type ProtocolVersion } from '../core/protocol/version.js';
-import { jsonStringBytes } from '../core/protocol/wire-bytes.js';
+import { jsonStringBytes, jsonStringBytesBound } from '../core/protocol/wire-bytes.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode, isServerErrorCode } from './errors.js';
 import { isCode, SCOPE_REFUSALS, SOURCE_REFUSALS } from './http-errors.js';
@@ -44,6 +44,15 @@ const REQUEST_BYTES_SHARE = 0.85;
  * is an escaped JSON string, so every `"` and `\` of the row's JSON counts twice (protocol §6).
  */
 const wireBytes = (value: unknown): number => jsonStringBytes(JSON.stringify(value)) - 2;
+
+/**
+ * Whether `wires` surely fit `budget` besides `framing` bytes, from one bound on their array's
+ * text (escaping at most doubles its UTF-8 bytes): a chunk far under the limit, the usual case,
+ * is not measured row by row (10k rows: 27 ms of the client's push). At least the sum the exact
+ * count adds up (`framing` + each row's wireBytes + 1), so false only means "measure".
+ */
+const surelyFits = (wires: readonly unknown[], framing: number, budget: number): boolean =>
+  jsonStringBytesBound(JSON.stringify(wires)) + framing <= budget;
 
 /** What pushing one frozen bundle came to. */
 export type PushAttempt =
@@ -88,14 +97,17 @@ async function upload(ctx: ClientContext, pushId: string, rows: readonly OutboxR
   let next = start;
   let chunkRows = ctx.limits.pushChunkRows;
   while (next < rows.length) {
-    const chunk = [];
-    let bytes = 64;
-    for (let i = next; i < rows.length && chunk.length < chunkRows; i++) {
-      const wire = (rows[i] as OutboxRow).wire;
-      const size = wireBytes(wire) + 1;
-      if (chunk.length > 0 && bytes + size > budget) break;
-      bytes += size;
-      chunk.push(wire);
+    let chunk = rows.slice(next, next + chunkRows).map((r) => r.wire);
+    if (!surelyFits(chunk, 64, budget)) {
+      chunk = [];
+      let bytes = 64;
+      for (let i = next; i < rows.length && chunk.length < chunkRows; i++) {
+        const wire = (rows[i] as OutboxRow).wire;
+        const size = wireBytes(wire) + 1;
+        if (chunk.length > 0 && bytes + size > budget) break;
+        bytes += size;
+        chunk.push(wire);
+      }
     }
     try {
       const answer = await ctx.transport.request('POST', `/sync/push-sessions/${pushId}/chunks`, {
@@ -131,6 +143,7 @@ function requestBudget(ctx: ClientContext): number {
 function fitsOneRequest(ctx: ClientContext, rows: readonly OutboxRow[]): boolean {
   if (rows.length > ctx.limits.pushChunkRows) return false;
   // The create's own fields and the array's framing, with room to spare.
+  if (surelyFits(rows.map((r) => r.wire), 512, requestBudget(ctx))) return true;
   let bytes = 512;
   for (const row of rows) {
     bytes += wireBytes(row.wire) + 1;

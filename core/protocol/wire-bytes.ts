@@ -66,7 +66,7 @@ export function jsonStringBytes(text: string): number {
  * most twice its UTF-8 bytes (a quote or backslash doubles, nothing else grows); any other text
  * to at most six bytes per UTF-16 unit.
  */
-function jsonStringBytesBound(text: string): number {
+export function jsonStringBytesBound(text: string): number {
   return IRREGULAR.test(text) ? text.length * 6 + 2 : utf8Bytes(text) * 2 + 2;
 }
 
