@@ -22,7 +22,7 @@ import { ClientError, ClientErrorCode, type ServerErrorCode } from './errors.js'
 import { replacementReason, type SourceRefusal } from './http-errors.js';
 import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
-import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits } from './outbox.js';
+import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits, type OutboxRow } from './outbox.js';
 import { pullPage, type PullPage } from './pull.js';
 import { PagesAhead, pagesAfter } from './pages-ahead.js';
 import { connect, pushBundle } from './push.js';
@@ -100,6 +100,11 @@ class Run {
    * half that committed does not make the search start again over every pending row.
    */
   splitRest: number | null = null;
+  /**
+   * The rows of the bundle this run froze last, as its committed transaction wrote them: its
+   * first push sends them without reading the outbox back (10k rows: ~25 ms of the client's push).
+   */
+  frozenRows: { readonly frozen: FrozenBundle; readonly rows: readonly OutboxRow[] } | null = null;
   // Pull.
   pulled = false;
   pullTarget: number | undefined;
@@ -255,6 +260,7 @@ export class Coordinator {
       return frozen;
     }, this.needsRebuild);
     run.quarantinedRows += result.setAside;
+    run.frozenRows = result.frozen && result.rows.length > 0 ? { frozen: result.frozen, rows: result.rows } : null;
     return result.frozen;
   }
 
@@ -284,7 +290,7 @@ export class Coordinator {
     let frozen: FrozenBundle = first;
     let reconnects = 0;
     for (let round = 1; round <= MAX_ROUNDS; round++) {
-      const attempt = await pushBundle(this.ctx, frozen);
+      const attempt = await pushBundle(this.ctx, frozen, run.frozenRows?.frozen === frozen ? run.frozenRows.rows : undefined);
       switch (attempt.kind) {
         case 'committed':
           return this.replay(run, frozen, attempt.bundle, attempt.alreadyCommitted);

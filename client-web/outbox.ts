@@ -137,6 +137,8 @@ const OUTBOX_DDL = (name: string) => `CREATE TABLE ${qi(name)} (
 /** What a freeze found: the bundle to push (or null), and whether the synced data needs a rebuild. */
 export interface FreezeResult {
   readonly frozen: FrozenBundle | null;
+  /** The rows this freeze wrote into the outbox, in order (none when a bundle was frozen before). */
+  readonly rows: readonly OutboxRow[];
   /**
    * A key vanished (inserted and deleted again) whose newer server row a pull kept out: only a
    * rebuild brings that row back. The caller records it in the same transaction.
@@ -155,7 +157,7 @@ export interface FreezeResult {
  */
 export async function freeze(tx: SqliteStatements, model: LocalModel, limits: FreezeLimits, setAside: SetAside): Promise<FreezeResult> {
   const existing = await readFrozen(tx);
-  if (existing) return { frozen: existing, rebuildRequired: false, setAside: 0 };
+  if (existing) return { frozen: existing, rows: [], rebuildRequired: false, setAside: 0 };
   const source = await readSource(tx);
   const attachment = await readAttachment(tx);
   let rows: OutboxRow[] = [];
@@ -215,7 +217,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
       ...rows.map((r): [string, SqlValue] => [r.table.local, r.keyLocal]),
     ]);
   }
-  if (rows.length === 0) return { frozen: null, rebuildRequired, setAside: setAsideRows };
+  if (rows.length === 0) return { frozen: null, rows, rebuildRequired, setAside: setAsideRows };
   const outboxTable = `_sync_outbox_${source.nextSourceBundleId}`;
   await tx.exec(`DROP TABLE IF EXISTS ${qi(outboxTable)}; ${OUTBOX_DDL(outboxTable)}`);
   await writeOutboxRows(tx, outboxTable, rows);
@@ -231,7 +233,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
     rejected: null,
   };
   await recordFrozen(tx, frozen);
-  return { frozen, rebuildRequired, setAside: setAsideRows };
+  return { frozen, rows, rebuildRequired, setAside: setAsideRows };
 }
 
 async function writeOutboxRows(tx: SqliteStatements, outboxTable: string, rows: readonly OutboxRow[]): Promise<void> {

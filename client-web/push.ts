@@ -173,9 +173,12 @@ function oneRequestOutcome(error: unknown, rows: readonly OutboxRow[]): PushAtte
   return null;
 }
 
-/** Pushes one frozen bundle until the server commits it or answers an outcome the coordinator handles. */
-export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle): Promise<PushAttempt> {
-  let rows: readonly OutboxRow[] | undefined;
+/**
+ * Pushes one frozen bundle until the server commits it or answers an outcome the coordinator
+ * handles. `frozenRows`: the bundle's rows when the caller froze it just now (else read from the outbox).
+ */
+export async function pushBundle(ctx: ClientContext, frozen: FrozenBundle, frozenRows?: readonly OutboxRow[]): Promise<PushAttempt> {
+  let rows: readonly OutboxRow[] | undefined = frozenRows;
   let oneRequest = ctx.limits.pushInOneRequest;
   for (let session = 1; session <= MAX_SESSIONS; session++) {
     const { initializationId } = await readAttachment(ctx.db);
