@@ -13,16 +13,7 @@
  * numerically) or `__proto__`, a lone surrogate or a non-finite number (which the library refuses).
  */
 import canonicalize from 'canonicalize';
-
-/** The fields of a pushed row, in RFC 8785 order. */
-interface RowFields {
-  readonly schema: string;
-  readonly table: string;
-  readonly key: Readonly<Record<string, unknown>>;
-  readonly op: string;
-  readonly base_row_version: number;
-  readonly payload: Readonly<Record<string, unknown>> | null;
-}
+import { type PushedWireRow } from './outbox.js';
 
 /**
  * Keys an object enumerates before the others, in numeric order, whatever the insertion order;
@@ -67,11 +58,11 @@ function ordered(object: Readonly<Record<string, unknown>>, orders: Map<string, 
 }
 
 /** The RFC 8785 text of `rows` (`canonicalize(rows)`); throws what the library throws. */
-export function canonicalRowsText(rows: readonly RowFields[]): string {
+export function canonicalRowsText(rows: readonly PushedWireRow[]): string {
   const orders = new Map<string, readonly string[]>();
   const out: unknown[] = new Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
-    const row = rows[i] as RowFields;
+    const row = rows[i] as PushedWireRow;
     const key = ordered(row.key, orders);
     const payload = row.payload === null ? null : ordered(row.payload, orders);
     if (key === undefined || payload === undefined || !plain(row.schema) || !plain(row.table) || !plain(row.op) || !plain(row.base_row_version)) {

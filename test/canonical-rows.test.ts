@@ -8,6 +8,7 @@ import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalRowsText } from '../client-web/canonical-rows.js';
+import { type PushedWireRow } from '../client-web/outbox.js';
 import { jsonValue } from './support/json-arbitrary.js';
 
 const SEED = 20261126;
@@ -61,7 +62,7 @@ describe('canonical text of pushed rows', () => {
   });
 
   it('sorts keys by UTF-16 code units and writes values as RFC 8785 does', () => {
-    const rows = [{
+    const rows: PushedWireRow[] = [{
       schema: 'app', table: 'notes', key: { id: 'k1' }, op: 'UPDATE', base_row_version: 7,
       payload: { title: 'é "q"', b: 1e21, a: -0, '\ud83d\ude00': true, '\uffff': null, A: 0.000001 },
     }];
@@ -71,7 +72,7 @@ describe('canonical text of pushed rows', () => {
   });
 
   it('keeps array-index keys and __proto__ in code-unit order', () => {
-    const rows = [{ schema: 's', table: 't', key: { id: 'x' }, op: 'INSERT', base_row_version: 0, payload: JSON.parse('{"9":1,"10":2,"__proto__":3,"a":4}') }];
+    const rows: PushedWireRow[] = [{ schema: 's', table: 't', key: { id: 'x' }, op: 'INSERT', base_row_version: 0, payload: JSON.parse('{"9":1,"10":2,"__proto__":3,"a":4}') }];
     expect(canonicalRowsText(rows)).toBe('[{"base_row_version":0,"key":{"id":"x"},"op":"INSERT","payload":{"10":2,"9":1,"__proto__":3,"a":4},"schema":"s","table":"t"}]');
   });
 });
