@@ -11,6 +11,7 @@ import { fromWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { columnsToRefresh, stagedTables, stageTable } from './install.js';
 import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
+import { insertValues } from './sqlite/insert-values.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
 /** Runs `fn` with capture off and foreign keys deferred until the caller's commit. */
@@ -185,7 +186,7 @@ async function upsertSetBased(tx: SqliteStatements, t: TableModel, data: readonl
   // A TEMP table: per connection, never on disk, never captured, gone with the connection.
   await tx.exec(`CREATE TEMP TABLE IF NOT EXISTS ${scratch} (_sync_version INTEGER NOT NULL, ${cols.join(', ')})`);
   const at = keyIndex(t);
-  await tx.runMany(`INSERT INTO ${scratch} (_sync_version, ${cols.join(', ')}) VALUES (${['?', ...cols.map(() => '?')].join(', ')})`,
+  await insertValues(tx, `INSERT INTO ${scratch} (_sync_version, ${cols.join(', ')})`, `(${['?', ...cols.map(() => '?')].join(', ')})`,
     data.map((row) => {
       const values = row.slice(1);
       values[at + 1] = row[0] as SqlValue;
@@ -330,7 +331,7 @@ export async function stageSnapshotRows(tx: SqliteStatements, model: LocalModel,
     }
     values.forEach((v, n) => v.push(versions[n] as number));
     const cols = [...table.columns.map((c) => qi(c.name)), '_sync_row_version'];
-    await tx.runMany(`INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values);
+    await insertValues(tx, `INSERT INTO ${qi(stageTable(table))} (${cols.join(', ')})`, `(${cols.map(() => '?').join(', ')})`, values);
   }
 }
 
@@ -369,8 +370,8 @@ async function writeSnapshotRows(tx: SqliteStatements, table: TableModel, values
   if (pending?.n === 0) {
     const cols = table.columns.map((c) => qi(c.name));
     await withoutCaptureTriggers(tx, table, values.length >= BULK_ROWS ? ['ins'] : [], () =>
-      tx.runMany(`INSERT INTO ${qi(table.local)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, values));
-    await tx.runMany(`INSERT INTO _sync_row_meta (tbl, key, row_version, deleted) VALUES (${lit(table.local)}, ?, ?, 0)`, meta);
+      insertValues(tx, `INSERT INTO ${qi(table.local)} (${cols.join(', ')})`, `(${cols.map(() => '?').join(', ')})`, values));
+    await insertValues(tx, 'INSERT INTO _sync_row_meta (tbl, key, row_version, deleted)', `(${lit(table.local)}, ?, ?, 0)`, meta);
     return;
   }
   // The app wrote to the table during the download: the rows of a pull, with its guards.

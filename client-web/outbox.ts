@@ -13,6 +13,7 @@ import { keyToWire, toWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
 import { columnsToRefresh } from './install.js';
+import { insertValues } from './sqlite/insert-values.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
 import { clearFrozen, readAttachment, readFrozen, readSource, recordFrozen, updateFrozen, type FrozenBundle } from './state.js';
 
@@ -237,8 +238,7 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
 }
 
 async function writeOutboxRows(tx: SqliteStatements, outboxTable: string, rows: readonly OutboxRow[]): Promise<void> {
-  await tx.runMany(
-    `INSERT INTO ${qi(outboxTable)} (ordinal, tbl, key_local, key_wire, op, base_row_version, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+  await insertValues(tx, `INSERT INTO ${qi(outboxTable)} (ordinal, tbl, key_local, key_wire, op, base_row_version, payload)`, '(?, ?, ?, ?, ?, ?, ?)',
     rows.map((r, i) => [i, r.table.local, r.keyLocal, r.keyWire, r.wire.op, r.wire.base_row_version, r.wire.payload === null ? null : JSON.stringify(r.wire.payload)]));
 }
 

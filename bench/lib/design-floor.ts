@@ -23,10 +23,11 @@
  * Their tables are in schema.ts (bench.floor_*), never registered.
  */
 import type pg from 'pg';
+import { insertValues } from '../../client-web/sqlite/insert-values.js';
 import { type SqliteDb } from '../../client-web/sqlite/port.js';
 import { type BodyServer } from './body-server.js';
 import { type Note } from './rows.js';
-import { INSERT_NOTE, noteValues, openBaselineDb } from './web-client.js';
+import { INSERT_NOTE_HEAD, NOTE_TUPLE, noteValues, openBaselineDb } from './web-client.js';
 
 export interface DesignFloorPush {
   readonly stageMs: number;
@@ -140,14 +141,14 @@ export async function openDesignFloorDb(): Promise<SqliteDb> {
 
 /**
  * `rows` sent as one HTTP body through `bodyServer`, read and parsed, then inserted into `db`
- * (from openDesignFloorDb) with their versions: two prepared inserts, one transaction.
+ * (from openDesignFloorDb) with their versions: two inserts of many rows a statement, one transaction.
  */
 export async function designFloorTransferAndApply(bodyServer: BodyServer, db: SqliteDb, rows: readonly SpecRow[]): Promise<void> {
   bodyServer.set(JSON.stringify({ rows }));
   const body = (await (await fetch(bodyServer.url)).json()) as { rows: SpecRow[] };
   await db.transaction(async (tx) => {
-    await tx.runMany(INSERT_NOTE, body.rows.map((r) => noteValues(r.payload)));
-    await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', body.rows.map((r) => [r.table, r.key.id, r.row_version]));
+    await insertValues(tx, INSERT_NOTE_HEAD, NOTE_TUPLE, body.rows.map((r) => noteValues(r.payload)));
+    await insertValues(tx, FLOOR_META_HEAD, '(?, ?, ?, 0)', body.rows.map((r) => [r.table, r.key.id, r.row_version]));
   });
 }
 
@@ -156,10 +157,12 @@ export async function designFloorTransferAndApplyArrays(bodyServer: BodyServer, 
   bodyServer.set(JSON.stringify(page));
   const body = (await (await fetch(bodyServer.url)).json()) as { rows: [number, number, string, string, string, number, boolean, string][] };
   await db.transaction(async (tx) => {
-    await tx.runMany(INSERT_NOTE, body.rows.map((r) => [r[2], r[3], r[4], r[5], r[6] ? 1 : 0, r[7]]));
-    await tx.runMany('INSERT INTO floor_row_meta (tbl, key, row_version, deleted) VALUES (?, ?, ?, 0)', body.rows.map((r) => ['notes', r[2], r[1]]));
+    await insertValues(tx, INSERT_NOTE_HEAD, NOTE_TUPLE, body.rows.map((r) => [r[2], r[3], r[4], r[5], r[6] ? 1 : 0, r[7]]));
+    await insertValues(tx, FLOOR_META_HEAD, "('notes', ?, ?, 0)", body.rows.map((r) => [r[2], r[1]]));
   });
 }
+
+const FLOOR_META_HEAD = 'INSERT INTO floor_row_meta (tbl, key, row_version, deleted)';
 
 /** Row versions `db` kept (the floors' check that none was skipped). */
 export async function keptVersions(db: SqliteDb): Promise<number> {

@@ -11,6 +11,7 @@
 import { SignJWT } from 'jose';
 import { type ClientConfig, type SyncClient } from '../../client-web/api.js';
 import { openClient } from '../../client-web/client.js';
+import { insertValues } from '../../client-web/sqlite/insert-values.js';
 import { openNodeSqlite } from '../../client-web/sqlite/node.js';
 import { type SqlValue, type SqliteDb } from '../../client-web/sqlite/port.js';
 import { ROUND_TRIPS_HEADER } from '../../functions/index.js';
@@ -151,20 +152,28 @@ export async function openBaselineDb(): Promise<SqliteDb> {
   return db;
 }
 
-export const INSERT_NOTE = 'INSERT INTO notes (id, title, body, position, done, updated_at) VALUES (?, ?, ?, ?, ?, ?)';
 
 /** A note as the client's SQLite values. */
 export function noteValues(n: Note): SqlValue[] {
   return [n.id, n.title, n.body, n.position, n.done ? 1 : 0, n.updated_at];
 }
 
-/** Baseline: the rows straight into wa-sqlite, one prepared INSERT, one transaction. */
+export const INSERT_NOTE_HEAD = 'INSERT INTO notes (id, title, body, position, done, updated_at)';
+export const NOTE_TUPLE = '(?, ?, ?, ?, ?, ?)';
+export const INSERT_NOTE = `${INSERT_NOTE_HEAD} VALUES ${NOTE_TUPLE}`;
+
+/**
+ * Baseline: the rows straight into wa-sqlite, one transaction, as fast as the client itself can
+ * write them: many rows a statement (client-web/sqlite/insert-values.ts), as the client's apply does.
+ */
 export async function directInsert(db: SqliteDb, notes: readonly Note[]): Promise<void> {
-  await db.transaction((tx) => tx.runMany(INSERT_NOTE, notes.map(noteValues)));
+  await db.transaction((tx) => insertValues(tx, INSERT_NOTE_HEAD, NOTE_TUPLE, notes.map(noteValues)));
 }
 
-/** Local writes as an application makes them: the same INSERT, one transaction (capture triggers fire). */
-export const localWrite = directInsert;
+/** Local writes as an application makes them: one prepared INSERT run per row, one transaction (capture triggers fire). */
+export async function localWrite(db: SqliteDb, notes: readonly Note[]): Promise<void> {
+  await db.transaction((tx) => tx.runMany(INSERT_NOTE, notes.map(noteValues)));
+}
 
 /**
  * A fingerprint of the local notes (count, sums of position, done and text lengths), so a check
