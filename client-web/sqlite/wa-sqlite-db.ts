@@ -110,6 +110,9 @@ export interface WaSqliteDbOptions {
 
 const DEFAULT_CACHE_KIB = 32 * 1024;
 
+/** sqlite3_bind_text's destructor for a buffer the caller keeps valid while SQLite may read it. */
+const SQLITE_STATIC = 0;
+
 /** Runs tasks one at a time, in call order; a failed task does not stop the next. */
 class SerialQueue {
   private tail: Promise<unknown> = Promise.resolve();
@@ -255,6 +258,54 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
     return ptr === 0 ? '' : readText(module.HEAPU8.subarray(ptr, ptr + bytes));
   }
 
+  /**
+   * The bulk path's text arena (runManyNow): each row's texts are written into one buffer and
+   * bound SQLITE_STATIC, so SQLite reads them in place instead of each value taking a malloc here
+   * and a free in SQLite. Every parameter is bound again before the next step, so the arena is
+   * overwritten only after the step that read it; it is freed after the statement is finalized.
+   */
+  interface TextArena {
+    ptr: number;
+    bytes: number;
+  }
+
+  function arenaOf(arena: TextArena, bytes: number): number {
+    if (bytes <= arena.bytes) return arena.ptr;
+    const size = Math.max(bytes, arena.bytes * 2, 64 * 1024);
+    const ptr = module._sqlite3_malloc(size);
+    if (ptr === 0) throw new SqliteError(SQLITE_CODES.NOMEM, `cannot allocate ${size} bytes to bind text`);
+    if (arena.ptr !== 0) module._sqlite3_free(arena.ptr);
+    arena.ptr = ptr;
+    arena.bytes = size;
+    return ptr;
+  }
+
+  /** bindAll for the bulk path: text from the arena, every other value as bindValue binds it. */
+  function bindRow(stmt: number, params: readonly SqlValue[], sql: string, count: number, arena: TextArena): void {
+    if (params.length !== count) {
+      throw new SqliteError(SQLITE_CODES.RANGE, `statement has ${count} parameters, got ${params.length}`, sql);
+    }
+    let bytes = 0;
+    for (let i = 0; i < count; i++) {
+      const value = params[i];
+      if (typeof value === 'string') bytes += maxTextBytes(value);
+    }
+    let at = bytes === 0 ? 0 : arenaOf(arena, bytes);
+    const end = at + bytes;
+    for (let i = 0; i < count; i++) {
+      const value = params[i] as SqlValue;
+      if (typeof value !== 'string' || value.length === 0) {
+        bindValue(stmt, i + 1, value, sql);
+        continue;
+      }
+      // The view is read each time: binding a blob allocates, and a memory growth replaces it.
+      const written = writeText(value, module.HEAPU8.subarray(at, end));
+      const rc = module._sqlite3_bind_text(stmt, i + 1, at, written, SQLITE_STATIC);
+      if (rc !== SQLite.SQLITE_OK) throw new SqliteError(rc, `cannot bind parameter ${i + 1}`, sql);
+      at += written;
+    }
+  }
+
   function bindAll(stmt: number, params: readonly SqlValue[], sql: string, count: number): void {
     if (params.length !== count) {
       throw new SqliteError(SQLITE_CODES.RANGE, `statement has ${count} parameters, got ${params.length}`, sql);
@@ -370,6 +421,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   // The bulk path: one prepare, then bind/step/reset per row, no per-row arrays or closures.
   async function runManyNow(sql: string, paramRows: readonly (readonly SqlValue[])[]): Promise<{ changes: number }> {
     let stmt = 0;
+    const arena: TextArena = { ptr: 0, bytes: 0 };
     try {
       const kind = changeKind(sql);
       const before = kind === 'unknown' ? await totalChanges() : 0;
@@ -377,7 +429,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       const count = sqlite3.bind_parameter_count(stmt);
       let changes = 0;
       for (let r = 0; r < paramRows.length; r++) {
-        bindAll(stmt, paramRows[r] as readonly SqlValue[], sql, count);
+        bindRow(stmt, paramRows[r] as readonly SqlValue[], sql, count, arena);
         // The module's own step and reset (see stepFailed).
         let rc: number;
         while ((rc = module._sqlite3_step(stmt)) === SQLite.SQLITE_ROW) {
@@ -393,6 +445,8 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       throw fail(error, sql);
     } finally {
       if (stmt) await sqlite3.finalize(stmt);
+      // After the finalize: the statement's bindings point into the arena until then.
+      if (arena.ptr !== 0) module._sqlite3_free(arena.ptr);
     }
   }
 
