@@ -177,7 +177,12 @@ export interface ClientConfig {
    * objects, parsed in a fraction of the time. Default true; false asks for objects.
    */
   readonly snapshotRowArrays?: boolean;
-  /** Bundles per pull page; defaults to the server's `default_bundles_per_pull`. */
+  /**
+   * Bundles per pull page, every page. Unset, the client sizes its pages: 25 bundles first (at most
+   * the server's `default_bundles_per_pull`), then about 2,500 rows' worth from the rows a bundle
+   * carried, at most `max_bundles_per_pull`, so the pages after the one being applied are asked
+   * for ahead (client-web/pull.ts).
+   */
   readonly pullBundles?: number;
   /** Rows per snapshot or committed-bundle page; defaults to the largest the server serves (`max_rows_per_page`). */
   readonly pageRows?: number;

@@ -16,7 +16,12 @@ export interface ClientLimits {
   readonly maxRowsPerBundle: number;
   readonly maxBytesPerBundle: number;
   readonly maxRequestBytes: number;
+  /** Bundles per pull page: the caller's `pullBundles`, else the server's default. */
   readonly bundlesPerPull: number;
+  /** The caller chose `pullBundles`: every pull page asks for that many (else pull.ts pullPageBundles sizes them). */
+  readonly pullBundlesFixed: boolean;
+  /** The server's `max_bundles_per_pull`. */
+  readonly bundlesPerPullMax: number;
   /**
    * Rows per snapshot or committed-bundle page: the largest the server serves, since both are bulk
    * paths (a hydration; the replay of a pushed bundle, which on a 40 ms link took 2.15 s for 10k
@@ -72,6 +77,8 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     maxBytesPerBundle: limit(caps, 'max_bytes_per_bundle', 8 * 1024 * 1024),
     maxRequestBytes: limit(caps, 'max_request_bytes', 1024 * 1024),
     bundlesPerPull: Math.min(config.pullBundles ?? limit(caps, 'default_bundles_per_pull', 50), maxPull),
+    pullBundlesFixed: config.pullBundles !== undefined,
+    bundlesPerPullMax: maxPull,
     pageRows: Math.min(config.pageRows ?? maxPage, maxPage),
     pagesAhead: Number.isFinite(config.pagesAhead)
       ? Math.max(1, Math.min(Math.floor(config.pagesAhead as number), PAGES_AHEAD_MAX))

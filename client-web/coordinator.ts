@@ -23,7 +23,7 @@ import { replacementReason, type SourceRefusal } from './http-errors.js';
 import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
 import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits, type OutboxRow } from './outbox.js';
-import { pullPage, type PullPage } from './pull.js';
+import { pullPage, pullPageBundles, type PullPage } from './pull.js';
 import { PagesAhead, pagesAfter } from './pages-ahead.js';
 import { connect, pushBundle } from './push.js';
 import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
@@ -110,6 +110,8 @@ class Run {
   pullTarget: number | undefined;
   /** The next pages towards `target`, asked for while the current one is applied (pages-ahead.ts). */
   pagesAhead: { readonly target: number; readonly pages: PagesAhead<PullPage> } | null = null;
+  /** Bundles per pull page after the run's first (pull.ts pullPageBundles). */
+  pullBundles: number | undefined;
   bundlesApplied = 0;
   rowsApplied = 0;
   rowsSkippedPending = 0;
@@ -137,6 +139,8 @@ class Run {
 export class Coordinator {
   /** The user whose data is known to have reached the frozen ceiling (null: none; undefined: not read yet). */
   private ceilingReachedFor: string | null | undefined;
+  /** Rows per bundle of the last pull page that had any, which sizes the next run's first page. */
+  private rowsPerBundle: number | undefined;
 
   constructor(private readonly ctx: ClientContext) {}
 
@@ -407,7 +411,7 @@ export class Coordinator {
       if ('error' in settled) throw settled.error;
       page = settled.page;
     } else {
-      page = await pullPage(this.ctx, checkpoint, run.pullTarget);
+      page = await pullPage(this.ctx, checkpoint, run.pullTarget, run.pullBundles ?? pullPageBundles(this.ctx.limits, this.rowsPerBundle));
     }
     if (page.kind !== 'page') run.pagesAhead?.pages.abandon();
     if (page.kind === 'history_pruned') {
@@ -423,14 +427,16 @@ export class Coordinator {
       await this.ceilingReached(page.stable);
       return { type: 'page_applied', more: false };
     }
+    // The run's later pages are sized once, from its first: pages asked for ahead keep their starts.
+    if (page.bundles > 0) this.rowsPerBundle = page.rows.length / page.bundles;
+    const per = (run.pullBundles ??= pullPageBundles(this.ctx.limits, this.rowsPerBundle));
     // The next pages' requests run while this one is applied.
     const stable = page.stable;
     if (run.pagesAhead?.target !== stable) {
       run.pagesAhead?.pages.abandon();
-      run.pagesAhead = { target: stable, pages: new PagesAhead((at, signal) => pullPage(this.ctx, at, stable, signal)) };
+      run.pagesAhead = { target: stable, pages: new PagesAhead((at, signal) => pullPage(this.ctx, at, stable, per, signal)) };
     }
-    const per = this.ctx.limits.bundlesPerPull;
-    run.pagesAhead.pages.keep(page.hasMore ? pagesAfter(last, page.bundles === per, per, this.ctx.limits.pagesAhead, stable) : []);
+    run.pagesAhead.pages.keep(page.hasMore ? pagesAfter(last, page.bundles === page.asked, per, this.ctx.limits.pagesAhead, stable) : []);
     const stats = await applyTransaction(this.db, this.ctx.model, async (tx) => {
       const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false));
       await advanceCheckpoint(tx, last);

@@ -244,6 +244,60 @@ describe('web client: everyday sync', () => {
     }
   });
 
+  it('without pullBundles, a pull asks for 25 bundles first and sizes the pages after it from the rows a bundle carried', async () => {
+    const user = 'u-pull-sized';
+    const a = await device(user);
+    await a.client.attach(user);
+    const asked: { after: number; max: number; appliedBefore: number }[] = [];
+    const applied: number[] = [];
+    const b = await device(user, {
+      config: {
+        onProgress: (p) => p.phase === 'pull' && applied.push(p.rowsDone),
+        fetch: (input, init) => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          if (url.pathname === '/sync/pull') {
+            asked.push({ after: Number(url.searchParams.get('after_bundle_seq')), max: Number(url.searchParams.get('max_bundles')), appliedBefore: applied.length });
+          }
+          return fetch(input, init);
+        },
+      },
+    });
+    await b.client.attach(user);
+    /** `count` server bundles of one list and `items` items each. */
+    const commit = async (count: number, items: number) => {
+      for (let n = 0; n < count; n++) {
+        await serverWrite(s.t.db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: 10_000 }, async (tx, scope) => {
+          const list = uuid();
+          await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title) VALUES (${list}, ${scope}, 'sized')`);
+          await tx.query(sql`INSERT INTO app.items (id, _sync_scope_id, list_id, body)
+            SELECT gen_random_uuid(), ${scope}, ${list}, 'item ' || i FROM generate_series(1, ${items - 1}::int) AS i`);
+        });
+      }
+    };
+    // 80 bundles of 50 rows: a first page of 25 bundles (1,250 rows), then pages of 2,500 rows'
+    // worth (50 bundles), both asked for while the first is applied.
+    await commit(80, 50);
+    const start = (await b.client.pendingStatus()).checkpoint;
+    expect(await b.client.pullToStable()).toMatchObject({ bundlesApplied: 80, rowsApplied: 4_000, checkpoint: start + 80 });
+    expect(asked).toEqual([
+      { after: start, max: 25, appliedBefore: 0 },
+      { after: start + 25, max: 50, appliedBefore: 0 },
+      { after: start + 75, max: 50, appliedBefore: 0 },
+    ]);
+    await expectConverged(s, user, b);
+    // The next pull starts at the size it learned: 10 bundles of 250 rows fit in a page of 50.
+    asked.length = 0;
+    await commit(10, 250);
+    expect(await b.client.pullToStable()).toMatchObject({ bundlesApplied: 10, rowsApplied: 2_500, checkpoint: start + 90 });
+    expect(asked.map((r) => [r.after, r.max])).toEqual([[start + 80, 50]]);
+    // And the one after that from the 250 rows a bundle carried then: pages of 10 bundles.
+    asked.length = 0;
+    await commit(12, 250);
+    expect(await b.client.pullToStable()).toMatchObject({ bundlesApplied: 12, checkpoint: start + 102 });
+    expect(asked.map((r) => [r.after, r.max])).toEqual([[start + 90, 10], [start + 100, 10]]);
+    await expectConverged(s, user, b);
+  });
+
   it('a pull whose page fails to apply abandons the page it asked for ahead', async () => {
     const a = await device('u-ahead');
     await a.client.attach('u-ahead');

@@ -3,7 +3,9 @@
  * page, that each page is asked for once, and that a page no longer wanted has its request aborted.
  */
 import { describe, expect, it } from 'vitest';
+import { type ClientLimits } from '../client-web/context.js';
 import { PagesAhead, pagesAfter } from '../client-web/pages-ahead.js';
+import { pullPageBundles } from '../client-web/pull.js';
 
 /** A fetch whose requests stay open until answered by hand or aborted. */
 function openRequests() {
@@ -59,5 +61,32 @@ describe('pages asked for ahead', () => {
     pages.abandon();
     const taken = await pages.take(9);
     expect('error' in taken && String(taken.error)).toBe('Error: no page at 9');
+  });
+});
+
+describe('the size of a pull page', () => {
+  const limits = (bundlesPerPull: number, fixed: boolean, max = 1000) =>
+    ({ bundlesPerPull, pullBundlesFixed: fixed, bundlesPerPullMax: max }) as ClientLimits;
+
+  it('is the caller\'s pullBundles whatever the bundles carry', () => {
+    expect(pullPageBundles(limits(7, true), undefined)).toBe(7);
+    expect(pullPageBundles(limits(7, true), 1)).toBe(7);
+    expect(pullPageBundles(limits(7, true), 10_000)).toBe(7);
+  });
+
+  it('starts at 25 bundles (fewer where the server\'s default is smaller) while the rows of a bundle are unknown', () => {
+    expect(pullPageBundles(limits(100, false), undefined)).toBe(25);
+    expect(pullPageBundles(limits(10, false), undefined)).toBe(10);
+    expect(pullPageBundles(limits(100, false), 0)).toBe(25);
+  });
+
+  it('then holds about 2,500 rows, between one bundle and the server\'s maximum', () => {
+    expect(pullPageBundles(limits(100, false), 100)).toBe(25);
+    expect(pullPageBundles(limits(100, false), 50)).toBe(50);
+    expect(pullPageBundles(limits(100, false), 3)).toBe(833);
+    expect(pullPageBundles(limits(100, false), 1)).toBe(1000);
+    expect(pullPageBundles(limits(100, false, 400), 1)).toBe(400);
+    expect(pullPageBundles(limits(100, false), 2_000)).toBe(1);
+    expect(pullPageBundles(limits(100, false), 10_000)).toBe(1);
   });
 });
