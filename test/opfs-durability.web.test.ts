@@ -8,7 +8,8 @@
  * browser profile, also closed and started again): every committed row is there, the unfinished
  * transaction left nothing, and SQLite's integrity check passes. A database an earlier version wrote
  * with the rollback journal opens in WAL mode with its rows. A checkpoint reads the WAL it copies from
- * memory (opfs-vfs.ts), and the database holds every row after it.
+ * memory (opfs-vfs.ts), and the database holds every row after it. Temporary files (the statement
+ * journal of an insert of many rows a statement) stay in memory: nothing reaches OPFS before COMMIT.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +20,7 @@ import { findChromium, launchChromium } from './support/browser.js';
 import { prepareChromium } from './support/npm-chromium.js';
 import { startTestServer, type TestServer } from './support/server.js';
 import { buildWebFixture } from './support/web-fixture.js';
-import type { CheckpointAnswer, DurabilityAnswer, DurabilityJob, FlushAnswer } from './support/web/opfs-durability-worker.js';
+import type { BulkAnswer, CheckpointAnswer, DurabilityAnswer, DurabilityJob, FlushAnswer } from './support/web/opfs-durability-worker.js';
 
 const chromiumPath = findChromium();
 if (!chromiumPath) console.warn('opfs-durability.web.test.ts: SKIPPED — no chromium found (install Debian\'s chromium or set CHROMIUM_PATH)');
@@ -99,6 +100,17 @@ describe.skipIf(!chromiumPath)('OPFS adapter: WAL, and what survives a worker th
       const answer = await step<CheckpointAnswer>(page, { step: 'checkpoint', name: 'checkpointed' });
       expect(answer.framesCopied).toBeGreaterThan(100);
       expect({ reads: answer.reads, rows: answer.rows, integrity: answer.integrity }).toEqual({ reads: 0, rows: 2000, integrity: 'ok' });
+    } finally {
+      await browser.close();
+    }
+  });
+
+  it('a transaction inserting 20,000 rows many a statement writes nothing to OPFS before its COMMIT (temporary files in memory)', async () => {
+    const browser = await launchChromium(chromiumPath as NonNullable<typeof chromiumPath>);
+    try {
+      const page = await openPage(await browser.newContext(), s.url);
+      const answer = await step<BulkAnswer>(page, { step: 'bulk', name: 'bulk' });
+      expect(answer).toEqual({ writesBeforeCommit: 0, rows: 20_000, integrity: 'ok' });
     } finally {
       await browser.close();
     }

@@ -8,17 +8,29 @@
  * and, for `soon`, whether one follows (`flush` of the adapter: `soon` or `commit`).
  * `checkpoint`: commits a transaction of a few hundred pages, counts the sync access handles' read()
  * calls while SQLite checkpoints it into the database, closes and opens it again, and answers what it holds.
+ * `bulk`: inserts 20,000 rows many rows a statement (insertValues) in one transaction and counts the
+ * sync access handles' write() calls made before its COMMIT (a statement journal that spilled to a
+ * temporary file), then answers what the table holds.
  * `read`: opens the database again (in the default mode) and answers what it holds, its journal and locking modes and
  * SQLite's integrity check.
  */
 import { openOpfsSqlite } from '../../../client-web/sqlite/opfs.js';
+import { insertValues } from '../../../client-web/sqlite/insert-values.js';
 import type { SqliteDb } from '../../../client-web/sqlite/port.js';
 
 export type DurabilityJob =
   | { readonly step: 'write'; readonly name: string; readonly committed: number; readonly journalMode?: 'wal' | 'delete' }
   | { readonly step: 'read'; readonly name: string }
   | { readonly step: 'flushes'; readonly name: string; readonly flush: 'soon' | 'commit' }
-  | { readonly step: 'checkpoint'; readonly name: string };
+  | { readonly step: 'checkpoint'; readonly name: string }
+  | { readonly step: 'bulk'; readonly name: string };
+
+/** `bulk`: the OPFS writes made before the COMMIT, and the rows after it. */
+export interface BulkAnswer {
+  readonly writesBeforeCommit: number;
+  readonly rows: number;
+  readonly integrity: string;
+}
 
 /** `checkpoint`: the frames SQLite copied, the OPFS reads that took, and the database opened again. */
 export interface CheckpointAnswer {
@@ -125,11 +137,42 @@ async function checkpoint(name: string): Promise<CheckpointAnswer> {
   return { framesCopied: Number(copied?.checkpointed), reads, rows: Number(n?.n), integrity: String(check?.integrity_check) };
 }
 
+/** Every write() of a sync access handle in this worker, counted. */
+function countWrites(): { readonly count: number } {
+  const counter = { count: 0 };
+  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { write(...args: unknown[]): number } } }).FileSystemSyncAccessHandle.prototype;
+  const write = proto.write;
+  proto.write = function (this: unknown, ...args: unknown[]) {
+    counter.count++;
+    return write.apply(this, args);
+  };
+  return counter;
+}
+
+async function bulk(name: string): Promise<BulkAnswer> {
+  const db = await open(name);
+  // A text key and a second index: a statement of many rows needs a statement journal (it may
+  // fail on a constraint half way), and these rows dirty far more than its 64 KiB in memory.
+  await db.exec('CREATE TABLE notes (id TEXT PRIMARY KEY, title TEXT NOT NULL); CREATE INDEX notes_by_title ON notes (title)');
+  const rows = Array.from({ length: 20_000 }, (_, i) => [`k${(i * 7919) % 20_000}`, `${(i * 104_729) % 20_000} ${'x'.repeat(100)}`]);
+  let writesBeforeCommit = -1;
+  await db.transaction(async (tx) => {
+    const counter = countWrites();
+    await insertValues(tx, 'INSERT INTO notes (id, title)', '(?, ?)', rows);
+    writesBeforeCommit = counter.count;
+  });
+  const [n] = await db.query<{ n: number }>('SELECT count(*) AS n FROM notes');
+  const [check] = await db.query<{ integrity_check: string }>('PRAGMA integrity_check');
+  await db.close();
+  return { writesBeforeCommit, rows: Number(n?.n), integrity: String(check?.integrity_check) };
+}
+
 scope.onmessage = async (event) => {
   const job = event.data;
   try {
     if (job.step === 'flushes') return scope.postMessage(await flushes(job.name, job.flush));
     if (job.step === 'checkpoint') return scope.postMessage(await checkpoint(job.name));
+    if (job.step === 'bulk') return scope.postMessage(await bulk(job.name));
     const db = await open(job.name, job.step === 'write' ? job.journalMode : undefined);
     if (job.step === 'read') return scope.postMessage(await describe(db));
     await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
