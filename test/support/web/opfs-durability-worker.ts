@@ -83,14 +83,14 @@ async function describe(db: SqliteDb): Promise<DurabilityAnswer> {
   };
 }
 
-/** Every flush() of a sync access handle in this worker, counted. */
-function countFlushes(): { readonly count: number } {
+/** Every call of one sync access handle method in this worker, counted from now on. */
+function countCalls(method: 'flush' | 'read' | 'write'): { readonly count: number } {
   const counter = { count: 0 };
-  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { flush(): void } } }).FileSystemSyncAccessHandle.prototype;
-  const flush = proto.flush;
-  proto.flush = function (this: unknown) {
+  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: Record<string, (...args: unknown[]) => unknown> } }).FileSystemSyncAccessHandle.prototype;
+  const original = proto[method] as (...args: unknown[]) => unknown;
+  proto[method] = function (this: unknown, ...args: unknown[]) {
     counter.count++;
-    return flush.call(this);
+    return original.apply(this, args);
   };
   return counter;
 }
@@ -100,7 +100,7 @@ async function flushes(name: string, flush: 'soon' | 'commit'): Promise<FlushAns
   await db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL)');
   // Past the flush of the setup's own commits.
   await new Promise((r) => setTimeout(r, 200));
-  const counter = countFlushes();
+  const counter = countCalls('flush');
   await db.transaction((tx) => tx.run('INSERT INTO notes (title) VALUES (?)', ['flushed?']));
   const atCommit = counter.count;
   // A flush at commit needs none after it; a later one comes within milliseconds (5 s: a loaded machine).
@@ -110,23 +110,11 @@ async function flushes(name: string, flush: 'soon' | 'commit'): Promise<FlushAns
   return { atCommit, later: counter.count > atCommit };
 }
 
-/** Every read() of a sync access handle in this worker, counted. */
-function countReads(): { readonly count: number } {
-  const counter = { count: 0 };
-  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { read(...args: unknown[]): number } } }).FileSystemSyncAccessHandle.prototype;
-  const read = proto.read;
-  proto.read = function (this: unknown, ...args: unknown[]) {
-    counter.count++;
-    return read.apply(this, args);
-  };
-  return counter;
-}
-
 async function checkpoint(name: string): Promise<CheckpointAnswer> {
   let db = await open(name);
   await db.exec('CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL); CREATE INDEX notes_by_title ON notes (title)');
   await db.transaction((tx) => tx.runMany('INSERT INTO notes (title) VALUES (?)', Array.from({ length: 2000 }, (_, i) => [`${(i * 7919) % 2000} ${'x'.repeat(200)}`])));
-  const counter = countReads();
+  const counter = countCalls('read');
   const [copied] = await db.query<{ checkpointed: number }>('PRAGMA wal_checkpoint(PASSIVE)');
   const reads = counter.count;
   await db.close();
@@ -137,18 +125,6 @@ async function checkpoint(name: string): Promise<CheckpointAnswer> {
   return { framesCopied: Number(copied?.checkpointed), reads, rows: Number(n?.n), integrity: String(check?.integrity_check) };
 }
 
-/** Every write() of a sync access handle in this worker, counted. */
-function countWrites(): { readonly count: number } {
-  const counter = { count: 0 };
-  const proto = (globalThis as unknown as { FileSystemSyncAccessHandle: { prototype: { write(...args: unknown[]): number } } }).FileSystemSyncAccessHandle.prototype;
-  const write = proto.write;
-  proto.write = function (this: unknown, ...args: unknown[]) {
-    counter.count++;
-    return write.apply(this, args);
-  };
-  return counter;
-}
-
 async function bulk(name: string): Promise<BulkAnswer> {
   const db = await open(name);
   // A text key and a second index: a statement of many rows needs a statement journal (it may
@@ -157,7 +133,7 @@ async function bulk(name: string): Promise<BulkAnswer> {
   const rows = Array.from({ length: 20_000 }, (_, i) => [`k${(i * 7919) % 20_000}`, `${(i * 104_729) % 20_000} ${'x'.repeat(100)}`]);
   let writesBeforeCommit = -1;
   await db.transaction(async (tx) => {
-    const counter = countWrites();
+    const counter = countCalls('write');
     await insertValues(tx, 'INSERT INTO notes (id, title)', '(?, ?)', rows);
     writesBeforeCommit = counter.count;
   });
