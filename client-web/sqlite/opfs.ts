@@ -108,8 +108,8 @@ export async function openOpfsSqlite(name: string, options: OpfsSqliteOptions = 
       // Temporary files in memory: the statement journal of a statement that writes many rows (an
       // insert of many rows a statement, insert-values.ts), and the apply's scratch tables. On
       // OPFS a journal past 64 KiB went to a pooled access handle, every write a call to the
-      // browser process: 20,000 hydrated rows took 950 ms to write instead of 500. Neither needs
-      // to outlive the connection, nor even its transaction.
+      // browser process: 20,000 hydrated rows took 950 ms to write instead of 500. Neither outlives
+      // the connection, and a scratch table holds one page's rows at a time.
       await sqlite3.exec(db, 'PRAGMA temp_store = MEMORY');
     } catch (error) {
       await sqlite3.close(db).catch(() => undefined);
