@@ -53,7 +53,7 @@ describe('insertValues', () => {
     const db = await fresh();
     const rows: SqlValue[][] = Array.from({ length: 600 }, (_, i) => [`k${i}`, i]);
     await db.transaction((tx) => insertValues(tx, 'INSERT INTO t (id, n, tag, b)', "(?, ?, 'what?', 0)", rows));
-    expect(await db.query("SELECT count(*) AS c, sum(n) AS s, count(DISTINCT tag) AS tags, min(tag) AS tag FROM t")).toEqual([{ c: 600, s: 179_700, tags: 1, tag: 'what?' }]);
+    expect(await db.query('SELECT count(*) AS c, sum(n) AS s, count(DISTINCT tag) AS tags, min(tag) AS tag FROM t')).toEqual([{ c: 600, s: 179_700, tags: 1, tag: 'what?' }]);
     await db.close();
   });
 

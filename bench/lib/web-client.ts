@@ -152,7 +152,6 @@ export async function openBaselineDb(): Promise<SqliteDb> {
   return db;
 }
 
-
 /** A note as the client's SQLite values. */
 export function noteValues(n: Note): SqlValue[] {
   return [n.id, n.title, n.body, n.position, n.done ? 1 : 0, n.updated_at];
