@@ -83,7 +83,7 @@ export async function pullPage(ctx: ClientContext, checkpoint: number, target: n
       throw new ClientError(ClientErrorCode.protocolViolation, `pull after ${checkpoint} answered bundle ${bundle.bundle_seq} where ${expected} was due`);
     }
     expected++;
-    const bundleRows = bundle.rows_omitted ? (await fetchBundleRows(ctx, bundle.bundle_seq, signal)).rows : bundle.rows;
+    const bundleRows = bundle.rows_omitted ? (await fetchBundleRows(ctx, bundle.bundle_seq, signal, bundle.row_count)).rows : bundle.rows;
     if (bundleRows.length !== bundle.row_count) {
       throw new ClientError(ClientErrorCode.protocolViolation, `bundle ${bundle.bundle_seq} announced ${bundle.row_count} rows but carried ${bundleRows.length}`);
     }

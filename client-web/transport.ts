@@ -91,7 +91,8 @@ export interface RequestOptions<T> {
   readonly protocol?: ProtocolVersion;
 }
 
-function abortedError(): SyncHttpError {
+/** What a request aborted by its caller fails with. */
+export function abortedError(): SyncHttpError {
   return new SyncHttpError('aborted', 0, 'the request was aborted');
 }
 

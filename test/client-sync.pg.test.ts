@@ -328,6 +328,36 @@ describe('web client: everyday sync', () => {
     expect((await b.client.pendingStatus()).checkpoint).toBe(start);
   });
 
+  it("a replay asks for its bundle's pages at once, from the row count its commit answered", async () => {
+    const user = 'u-replay-ahead';
+    const asked: { after: number; answeredBefore: number }[] = [];
+    let answered = 0;
+    const a = await device(user, {
+      config: {
+        pageRows: 100,
+        fetch: async (input, init) => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          if (!url.pathname.startsWith('/sync/committed-bundles/')) return fetch(input, init);
+          asked.push({ after: Number(url.searchParams.get('after_row_ordinal')), answeredBefore: answered });
+          const response = await fetch(input, init);
+          answered++;
+          return response;
+        },
+      },
+    });
+    await a.client.attach(user);
+    const listId = uuid();
+    await write.list(a.db, listId, 'replayed in pages');
+    for (let i = 0; i < 349; i++) await write.item(a.db, uuid(), listId, `item ${i}`);
+    expect((await a.client.sync()).push).toMatchObject({ status: 'committed', rowCount: 350 });
+    // 350 rows in pages of 100: three asked for before any answer (pagesAhead), the fourth when
+    // the first came back full.
+    expect(asked.slice(0, 3)).toEqual([{ after: 0, answeredBefore: 0 }, { after: 100, answeredBefore: 0 }, { after: 200, answeredBefore: 0 }]);
+    expect(asked.slice(3).map((r) => r.after)).toEqual([300]);
+    expect(asked[3]?.answeredBefore).toBeGreaterThan(0);
+    await expectConverged(s, user, a);
+  });
+
   it('writes made offline survive a restart and reach the other device', async () => {
     const path = join(dir, 'restart.db');
     const a = await device('u-restart', { path });
