@@ -16,6 +16,8 @@ export interface ClientLimits {
   readonly maxRowsPerBundle: number;
   readonly maxBytesPerBundle: number;
   readonly maxRequestBytes: number;
+  /** The server's `max_response_bytes`, which bounds every page it answers. */
+  readonly maxResponseBytes: number;
   /** Bundles per pull page: the caller's `pullBundles`, else the server's default. */
   readonly bundlesPerPull: number;
   /** The caller chose `pullBundles`: every pull page asks for that many (else pull.ts pullPageBundles sizes them). */
@@ -76,6 +78,7 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     maxRowsPerBundle: limit(caps, 'max_rows_per_bundle', 10_000),
     maxBytesPerBundle: limit(caps, 'max_bytes_per_bundle', 8 * 1024 * 1024),
     maxRequestBytes: limit(caps, 'max_request_bytes', 1024 * 1024),
+    maxResponseBytes: limit(caps, 'max_response_bytes', 4 * 1024 * 1024),
     bundlesPerPull: Math.min(config.pullBundles ?? limit(caps, 'default_bundles_per_pull', 50), maxPull),
     pullBundlesFixed: config.pullBundles !== undefined,
     bundlesPerPullMax: maxPull,

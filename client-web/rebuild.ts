@@ -49,7 +49,14 @@ export async function createSnapshotSession(ctx: ClientContext, rotation: Rotati
   }
   return {
     kind: 'session',
-    download: { snapshotId: session.snapshot_id, snapshotBundleSeq: session.snapshot_bundle_seq, rowCount: session.row_count, nextRowOrdinal: 0, expiresAt: session.expires_at },
+    download: {
+      snapshotId: session.snapshot_id,
+      snapshotBundleSeq: session.snapshot_bundle_seq,
+      rowCount: session.row_count,
+      nextRowOrdinal: 0,
+      expiresAt: session.expires_at,
+      ...(session.row_count > 0 ? { bytesPerRow: session.byte_count / session.row_count } : {}),
+    },
   };
 }
 
@@ -81,6 +88,12 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
   let staged = await stagedTables(ctx.db, ctx.model);
   ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: download.rowCount });
   try {
+    // Pages of rows of the mean size that fill at most half a response come full unless a run of
+    // wider rows cuts one short: then the first pages are asked for together, one round trip
+    // sooner than after the first page (the guesses past a short page are abandoned as usual).
+    if (download.bytesPerRow !== undefined && download.bytesPerRow * pageRows <= ctx.limits.maxResponseBytes / 2) {
+      pages.keep(pagesAfter(next, true, pageRows, ctx.limits.pagesAhead, download.rowCount));
+    }
     let inflight = next < download.rowCount ? pages.take(next) : null;
     while (inflight) {
       const fetched = await inflight;

@@ -92,6 +92,11 @@ export interface SnapshotDownload {
   readonly rowCount: number;
   readonly nextRowOrdinal: number;
   readonly expiresAt: string;
+  /**
+   * The rows' mean size on the wire (the create's byte_count / row_count), known to the run that
+   * created the session only (not stored: a resumed download plans without it).
+   */
+  readonly bytesPerRow?: number;
 }
 
 // ── Reads ───────────────────────────────────────────────────────────────────────────────────────

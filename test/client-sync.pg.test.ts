@@ -95,6 +95,35 @@ describe('web client: everyday sync', () => {
     }
   });
 
+  it("a new snapshot session's first pages are asked for together when its mean row size says they come full", async () => {
+    const user = 'u-pages-together';
+    const a = await device(user);
+    for (let i = 0; i < 9; i++) await write.list(a.db, uuid(), `list ${i}`, i);
+    await a.client.attach(user);
+    let answered = 0;
+    const asked: { after: number; answeredBefore: number }[] = [];
+    const { track, isPage } = snapshotPageLog();
+    const b = await device(user, {
+      config: {
+        pageRows: 2,
+        fetch: (input, init) => track(input, async () => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          if (!isPage(url)) return fetch(input, init);
+          asked.push({ after: Number(url.searchParams.get('after_row_ordinal')), answeredBefore: answered });
+          const res = await fetch(input, init);
+          answered++;
+          return res;
+        }),
+      },
+    });
+    expect(await b.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 9 });
+    await expectConverged(s, user, a, b);
+    // Rows 0, 2 and 4 before any page came back (pagesAhead 3); 6 and 8 once pages came full.
+    expect(asked.slice(0, 3)).toEqual([{ after: 0, answeredBefore: 0 }, { after: 2, answeredBefore: 0 }, { after: 4, answeredBefore: 0 }]);
+    expect(asked.slice(3).map((r) => r.after)).toEqual([6, 8]);
+    expect(asked.slice(3).every((r) => r.answeredBefore > 0)).toBe(true);
+  });
+
   it('a short snapshot page (a byte budget cut it) abandons the pages asked for ahead of it and asks for the one that follows', async () => {
     const user = 'u-short-page';
     const a = await device(user);
