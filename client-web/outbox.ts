@@ -165,6 +165,8 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
   const unencodable: Unencodable[] = [];
   const vanished: [string, SqlValue][] = [];
   let bytes = 0;
+  /** The limits left dirty rows of the model's tables out of this bundle. */
+  let cut = false;
   outer: for (const table of model.tables) {
     const omit = await columnsToRefresh(tx, table);
     const cols = table.columns.map((c) => `t.${qi(c.name)}`).join(', ');
@@ -194,7 +196,10 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
       }
       const row = wireRow(table, keyWire, op, version, encoded.payload);
       const size = JSON.stringify(row).length;
-      if (rows.length > 0 && (rows.length + 1 > limits.maxRows || bytes + size > limits.maxBytes)) break outer;
+      if (rows.length > 0 && (rows.length + 1 > limits.maxRows || bytes + size > limits.maxBytes)) {
+        cut = true;
+        break outer;
+      }
       bytes += size;
       rows.push({ table, keyLocal, keyWire, wire: row });
     }
@@ -222,7 +227,13 @@ export async function freeze(tx: SqliteStatements, model: LocalModel, limits: Fr
   const outboxTable = `_sync_outbox_${source.nextSourceBundleId}`;
   await tx.exec(`DROP TABLE IF EXISTS ${qi(outboxTable)}; ${OUTBOX_DDL(outboxTable)}`);
   await writeOutboxRows(tx, outboxTable, rows);
-  await tx.runMany('UPDATE _sync_dirty SET state = 1 WHERE tbl = ? AND key = ?', rows.map((r) => [r.table.local, r.keyLocal]));
+  if (cut || unencodable.length > 0) {
+    await tx.runMany('UPDATE _sync_dirty SET state = 1 WHERE tbl = ? AND key = ?', rows.map((r) => [r.table.local, r.keyLocal]));
+  } else {
+    // Every dirty row of the model's tables is in the bundle (those that vanished are deleted):
+    // one statement marks them all, instead of one run per row (10k rows: ~20 ms).
+    await tx.run(`UPDATE _sync_dirty SET state = 1 WHERE tbl IN (${model.tables.map(() => '?').join(', ')})`, model.tables.map((t) => t.local));
+  }
   const frozen: FrozenBundle = {
     outboxTable,
     protocol: model.protocol,
