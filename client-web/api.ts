@@ -187,9 +187,11 @@ export interface ClientConfig {
   /** Rows per snapshot or committed-bundle page; defaults to the largest the server serves (`max_rows_per_page`). */
   readonly pageRows?: number;
   /**
-   * Pages a hydration or a pull asks for while it applies one: default 3, at most 8; 1 asks for
-   * the next page only. More hides more of a slow link's latency, at the cost of pages held in
-   * memory and requests open at once.
+   * Pages a hydration, a pull or the fetch of one committed bundle's rows (a replay) asks for
+   * while it applies one: default 3, at most 8; 1 asks for the next page only. Where the rows'
+   * count and size are known up front (a new snapshot session, a bundle's row count), that many go
+   * out together from the first request. More hides more of a slow link's latency, at the cost of
+   * pages held in memory and requests open at once.
    */
   readonly pagesAhead?: number;
   /**
