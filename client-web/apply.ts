@@ -184,7 +184,10 @@ async function upsertSetBased(tx: SqliteStatements, t: TableModel, data: readonl
   const cols = t.columns.map((c) => qi(c.name));
   const key = qi(t.key.name);
   // A TEMP table: per connection, never on disk, never captured, gone with the connection.
-  await tx.exec(`CREATE TEMP TABLE IF NOT EXISTS ${scratch} (_sync_version INTEGER NOT NULL, ${cols.join(', ')})`);
+  // Created only when missing: a CREATE, even one IF NOT EXISTS finds a no-op, reports a schema
+  // write, and after one every live query reading the table asks again which tables it reads.
+  const exists = await tx.query("SELECT 1 FROM sqlite_temp_master WHERE type = 'table' AND name = ?", [`_sync_apply_${t.local}`]);
+  if (exists.length === 0) await tx.exec(`CREATE TEMP TABLE ${scratch} (_sync_version INTEGER NOT NULL, ${cols.join(', ')})`);
   const at = keyIndex(t);
   await insertValues(tx, `INSERT INTO ${scratch} (_sync_version, ${cols.join(', ')})`, `(${['?', ...cols.map(() => '?')].join(', ')})`,
     data.map((row) => {

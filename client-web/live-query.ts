@@ -18,16 +18,41 @@
  *   (client-web/state.ts records it), so the rows are the server's as of then, not a partial copy.
  *
  * The hub runs on whatever answers queries and reports commits: the client itself (Node, or the
- * sync worker), or a tab's proxy of the worker, whose commits the owning tab broadcasts.
+ * sync worker), or a tab's proxy of the worker, whose commits the owning tab broadcasts. A source
+ * may watch the hub's queries (`watchQuery`): the worker that owns the database reads its tab's
+ * right behind each commit and hands the rows over with the commit's tables, so a re-run there
+ * costs no round trip (client-web/live-prefetch.ts).
  */
 import { type SqlRow, type SqlValue } from './sqlite/port.js';
+
+/**
+ * The rows of a watched query (LiveSource.watchQuery) as the database's owner read them right
+ * after a commit, before it announced the commit: `reads`, the tables it reads, when the owner
+ * asked for them again (the schema changed, or it never had).
+ */
+export interface PrefetchedRows {
+  readonly id: number;
+  readonly rows: SqlRow[];
+  readonly reads?: readonly string[];
+}
 
 /** What live queries run on: the database, or a tab's proxy of it. */
 export interface LiveSource {
   query(sql: string, params: readonly SqlValue[]): Promise<SqlRow[]>;
   tablesRead(sql: string): Promise<string[]>;
-  /** Subscribes to the tables each committed transaction wrote; answers the unsubscribe. */
-  onTablesChanged(listener: (tables: ReadonlySet<string>) => void): () => void;
+  /**
+   * Subscribes to the tables each committed transaction wrote; answers the unsubscribe. A source
+   * that watches queries (below) hands over, with the tables, the rows of those it ran again.
+   */
+  onTablesChanged(listener: (tables: ReadonlySet<string>, prefetched?: readonly PrefetchedRows[]) => void): () => void;
+  /**
+   * Optional: the source runs this query itself right after every commit that wrote a table it
+   * reads, and hands its rows over with the commit's tables, so a re-run costs no round trip (a
+   * tab's proxy of the sync worker: client-web/live-prefetch.ts). A query it hands nothing for is
+   * re-run as usual, so a source may stop (another tab owns the database) at any time.
+   */
+  watchQuery?(id: number, sql: string, params: readonly SqlValue[]): void;
+  unwatchQuery?(id: number): void;
 }
 
 /** One delivery of a live query. Every field is replaced, never mutated. */
@@ -63,6 +88,15 @@ const COMPLETE_SQL =
 
 /** Tables whose change may change the set of tables a query reads (a view or table redefined). */
 const SCHEMA_TABLES = new Set(['sqlite_master', 'sqlite_schema', 'sqlite_temp_master']);
+
+/** Whether a commit that wrote `tables` may have changed which tables a query reads. */
+export function writesSchema(tables: ReadonlySet<string>): boolean {
+  for (const t of tables) if (SCHEMA_TABLES.has(t)) return true;
+  return false;
+}
+
+/** The id the hub watches COMPLETE_SQL under; its queries count from 1. */
+const COMPLETE_ID = 0;
 
 const EMPTY: readonly never[] = Object.freeze([]);
 
@@ -145,12 +179,14 @@ export function reuseRows<T extends object>(previous: readonly T[], keys: WeakMa
 
 /** What the hub needs of each of its queries. */
 interface Member {
+  readonly id: number;
   readonly reads: ReadonlySet<string> | null;
   readonly failing: boolean;
   refresh(): void;
   close(): void;
   schemaChanged(): void;
   setComplete(complete: boolean): void;
+  prefetched(rows: readonly SqlRow[], reads: readonly string[] | undefined): void;
 }
 
 /** One live query on the hub. */
@@ -164,8 +200,25 @@ class Query<T extends SqlRow> implements LiveQuery<T>, Member {
   private rereadTables = true;
   closed = false;
 
-  constructor(private readonly hub: LiveQueries, readonly sql: string, readonly params: readonly SqlValue[]) {
+  constructor(private readonly hub: LiveQueries, readonly id: number, readonly sql: string, readonly params: readonly SqlValue[]) {
     this.result = { rows: EMPTY, loading: true, error: null, complete: hub.complete };
+  }
+
+  /**
+   * Rows the source read right after a commit (LiveSource.watchQuery), delivered as a run's. A run
+   * in flight may answer rows older than these, so then it is followed by one more run instead.
+   */
+  prefetched(rows: readonly SqlRow[], reads: readonly string[] | undefined): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    if (reads) {
+      this.reads = new Set(reads);
+      this.rereadTables = false;
+    }
+    this.deliver({ rows: reuseRows(this.result.rows, this.keys, rows as T[]), loading: false, error: null });
   }
 
   subscribe(listener: (result: LiveQueryResult<T>) => void): () => void {
@@ -255,6 +308,7 @@ export class LiveQueries {
   private completeReads: ReadonlySet<string> | null = null;
   private completeRunning = false;
   private completeAgain = false;
+  private nextId = COMPLETE_ID + 1;
   /** Whether the attached user's data reached the server's frozen ceiling once (see COMPLETE_SQL). */
   complete = false;
 
@@ -262,13 +316,15 @@ export class LiveQueries {
 
   /** Starts a live query: it runs now, and again after every commit that wrote a table it reads. */
   liveQuery<T extends SqlRow = SqlRow>(sql: string, params: readonly SqlValue[] = [], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T> {
-    const query = new Query<T>(this, sql, [...params]);
+    const query = new Query<T>(this, this.nextId++, sql, [...params]);
     if (listener) query.subscribe(listener);
     this.queries.add(query);
     if (!this.unsubscribe) {
-      this.unsubscribe = this.source.onTablesChanged((tables) => this.changed(tables));
+      this.unsubscribe = this.source.onTablesChanged((tables, prefetched) => this.changed(tables, prefetched));
+      this.source.watchQuery?.(COMPLETE_ID, COMPLETE_SQL, []);
       this.refreshComplete();
     }
+    this.source.watchQuery?.(query.id, query.sql, query.params);
     query.refresh();
     return query;
   }
@@ -287,23 +343,47 @@ export class LiveQueries {
   /** A query closed; the last one ends the subscription. */
   forget(query: Member): void {
     this.queries.delete(query);
+    this.source.unwatchQuery?.(query.id);
     if (this.queries.size === 0 && this.unsubscribe) {
       this.unsubscribe();
       this.unsubscribe = null;
+      this.source.unwatchQuery?.(COMPLETE_ID);
     }
   }
 
-  private changed(tables: ReadonlySet<string>): void {
-    let schema = false;
-    for (const t of tables) if (SCHEMA_TABLES.has(t)) schema = true;
-    if (this.completeReads === null || intersects(this.completeReads, tables)) this.refreshComplete();
+  private changed(tables: ReadonlySet<string>, prefetched: readonly PrefetchedRows[] = []): void {
+    const schema = writesSchema(tables);
+    const rows = new Map(prefetched.map((p) => [p.id, p]));
+    const complete = rows.get(COMPLETE_ID);
+    if (complete) this.prefetchedComplete(complete.rows);
+    else if (this.completeReads === null || intersects(this.completeReads, tables)) this.refreshComplete();
     for (const query of this.queries) {
+      const ready = rows.get(query.id);
+      if (ready) {
+        query.prefetched(ready.rows, ready.reads);
+        continue;
+      }
       // A table or view it reads was created, dropped or redefined (its name is among the written
       // ones then), or the query failed and the new schema may cure it.
       const touched = query.reads === null || intersects(query.reads, tables);
       if (schema && (touched || query.failing)) query.schemaChanged();
       if (touched || (schema && query.failing)) query.refresh();
     }
+  }
+
+  private setComplete(complete: boolean): void {
+    if (complete === this.complete) return;
+    this.complete = complete;
+    for (const query of this.queries) query.setComplete(complete);
+  }
+
+  /** COMPLETE_SQL's row read by the source after a commit; a run in flight is followed by one more. */
+  private prefetchedComplete(rows: readonly SqlRow[]): void {
+    if (this.completeRunning) {
+      this.completeAgain = true;
+      return;
+    }
+    this.setComplete(Number(rows[0]?.['complete'] ?? 0) === 1);
   }
 
   private refreshComplete(): void {
@@ -318,11 +398,7 @@ export class LiveQueries {
         try {
           this.completeReads ??= new Set(await this.source.tablesRead(COMPLETE_SQL));
           const [row] = await this.source.query(COMPLETE_SQL, []);
-          const complete = Number(row?.['complete'] ?? 0) === 1;
-          if (complete !== this.complete) {
-            this.complete = complete;
-            for (const query of this.queries) query.setComplete(complete);
-          }
+          this.setComplete(Number(row?.['complete'] ?? 0) === 1);
         } catch {
           // The client's own tables are missing only before it was opened once; nothing to say then.
         }
@@ -332,7 +408,7 @@ export class LiveQueries {
   }
 }
 
-function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+export function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   for (const x of b) if (a.has(x)) return true;
   return false;
 }

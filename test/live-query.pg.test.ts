@@ -218,6 +218,27 @@ describe('live queries', () => {
     live.close();
   });
 
+  it('a pull\'s apply reports a schema change only when it creates its scratch table, so live queries keep the tables they read', async () => {
+    const user = 'live-scratch';
+    const { client } = await device(user);
+    await client.attach(user);
+    const listId = randomUUID();
+    await write.list(client.db, listId, 'scratch');
+    await client.sync();
+    const applies: string[][] = [];
+    const stop = client.db.onCommit((tables) => {
+      if (tables.has('items')) applies.push([...tables].sort());
+    });
+    for (const body of ['first', 'second', 'third']) {
+      await serverItems(user, listId, [body]);
+      await client.sync();
+    }
+    stop();
+    expect(applies).toHaveLength(3);
+    // The first apply of the connection creates the scratch table; the later ones find it.
+    expect(applies.slice(1).map((tables) => tables.filter((t) => t.startsWith('sqlite_')))).toEqual([[], []]);
+  });
+
   it('reports a failing query, and runs it again when the schema changes', async () => {
     const { client } = await device('live-errors');
     const live = client.liveQuery('SELECT note FROM notes_added_later');

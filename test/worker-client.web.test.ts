@@ -99,6 +99,26 @@ describe.skipIf(!chromiumPath)('worker client in chromium: the sync loop in the 
     await until('the page has the server write', () => evaluate((g) => g.client.query("SELECT label FROM kinds WHERE code = 'from-server'")), (rows) => rows.length === 1);
   });
 
+  it('a live query re-runs after a pull without asking the worker: its rows come with the commit\'s tables', async () => {
+    await evaluate((g) => g.watchKinds());
+    await until('the live query answered', () => evaluate((g) => g.kindResults.at(-1)?.loading), (loading) => loading === false);
+    const before = await evaluate((g) => ({ ...g.calls }));
+    await serverWrite(s.t.db, { userId: USER, sourceId: 'server:test', retainedBundlesPerUser: 10_000 }, (tx, scope) =>
+      tx.query(sql`INSERT INTO app.kinds (code, _sync_scope_id, label) VALUES ('live-from-server', ${scope}, 'pulled into a live query')`));
+    const rows = await until('the live query has the pulled row', () => evaluate((g) => g.kindResults.at(-1)?.rows ?? []),
+      (r) => r.some((row) => row['code'] === 'live-from-server'));
+    expect(rows.find((row) => row['code'] === 'live-from-server')).toEqual({ code: 'live-from-server', label: 'pulled into a live query' });
+    // The pull's commit wrote kinds and created its scratch table (a schema change): the worker
+    // read both the rows and the tables again itself, so the page asked for neither.
+    const after = await evaluate((g) => ({ ...g.calls }));
+    expect([after['query'] ?? 0, after['tablesRead'] ?? 0]).toEqual([before['query'] ?? 0, before['tablesRead'] ?? 0]);
+    // A write from the page is the same: one call (the write), and the rows arrive with its commit.
+    await evaluate((g) => g.client.run("INSERT INTO kinds (code, label) VALUES ('live-from-page', 'written beside a live query')"));
+    await until('the live query has the page\'s row', () => evaluate((g) => g.kindResults.at(-1)?.rows ?? []), (r) => r.some((row) => row['code'] === 'live-from-page'));
+    const last = await evaluate((g) => ({ ...g.calls }));
+    expect([last['query'] ?? 0, last['tablesRead'] ?? 0, last['run'] ?? 0]).toEqual([before['query'] ?? 0, before['tablesRead'] ?? 0, (before['run'] ?? 0) + 1]);
+  });
+
   it('a rejected row is quarantined in the worker and the rest commits; the page lists and drops it', async () => {
     await evaluate((g) => g.client.transaction([
       { sql: "INSERT INTO kinds (code, label) VALUES ('dup-1', 'same label')" },

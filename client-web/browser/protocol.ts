@@ -5,6 +5,7 @@
  */
 import type { Progress, StartOptions, SyncStatus } from '../api.js';
 import { isSyncErrorCode, type SyncErrorCode } from '../errors.js';
+import type { PrefetchedRows } from '../live-query.js';
 import type { SqlValue } from '../sqlite/port.js';
 
 /** What the main thread tells its worker when it opens the database. */
@@ -96,8 +97,12 @@ export type HostEvent =
   | { readonly type: 'progress'; readonly progress: Progress }
   /** The database may have changed: `method` succeeded (in any tab). */
   | { readonly type: 'change'; readonly method: RemoteMethod }
-  /** A transaction committed in the owner's database and wrote these tables (live queries re-run). */
-  | { readonly type: 'tables'; readonly tables: readonly string[] }
+  /**
+   * A transaction committed in the owner's database and wrote these tables (live queries re-run).
+   * To the owner's own tab, with the rows of its watched queries read after the commit; commits
+   * made while such a read was out come together, as one event with every table they wrote.
+   */
+  | { readonly type: 'tables'; readonly tables: readonly string[]; readonly prefetched?: readonly PrefetchedRows[] }
   /** The owner's sync loop reported its status. */
   | { readonly type: 'status'; readonly status: SyncStatus };
 
@@ -112,6 +117,9 @@ export type ToWorker =
   | { readonly t: 'token-refreshed'; readonly id: number; readonly token: string | null; readonly error?: string }
   | { readonly t: 'call'; readonly id: number; readonly method: RemoteMethod; readonly args: readonly unknown[] }
   | { readonly t: 'abort'; readonly id: number }
+  /** A live query of this tab the worker runs after each commit while it owns the database (live-prefetch.ts). */
+  | { readonly t: 'live-watch'; readonly id: number; readonly sql: string; readonly params: readonly SqlValue[] }
+  | { readonly t: 'live-unwatch'; readonly id: number }
   | { readonly t: 'close'; readonly id: number };
 
 /** A worker → its main thread. */

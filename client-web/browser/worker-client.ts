@@ -20,7 +20,7 @@ import type {
 } from '../api.js';
 import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import type { SqlRow, SqlValue } from '../sqlite/port.js';
-import { LiveQueries, type LiveQuery, type LiveQueryResult } from '../live-query.js';
+import { LiveQueries, type LiveQuery, type LiveQueryResult, type LiveSource, type PrefetchedRows } from '../live-query.js';
 import type { SyncErrorCode } from '../errors.js';
 import type { FromWorker, RemoteMethod, SqlStatement, ToWorker, WireError, WorkerErrorCode, WorkerOpenConfig, WorkerRole, WorkerStartOptions } from './protocol.js';
 
@@ -51,7 +51,10 @@ export interface WorkerClientEvents {
   role: WorkerRole;
   /** The sync loop's status (from the tab that owns the database), see `start()`. */
   status: SyncStatus;
-  /** A transaction committed (in whichever tab's call, or the owner's sync) and wrote these tables. */
+  /**
+   * A transaction committed (in whichever tab's call, or the owner's sync) and wrote these tables;
+   * a burst of commits may come as one event with every table they wrote.
+   */
   tables: ReadonlySet<string>;
 }
 
@@ -102,8 +105,10 @@ export interface WorkerSyncClient {
   tablesRead(sql: string): Promise<string[]>;
   /**
    * A query kept up to date in this tab (SyncClient.liveQuery): it runs through the owner, and
-   * again whenever a transaction in any tab or the owner's sync wrote a table it reads. When
-   * another tab takes the database over, every live query runs again.
+   * again whenever a transaction in any tab or the owner's sync wrote a table it reads. While this
+   * tab's worker owns the database, it reads the query itself right after such a commit and sends
+   * the rows with the commit's news (no round trip). When another tab takes the database over,
+   * every live query runs again.
    */
   liveQuery<T extends SqlRow = SqlRow>(sql: string, params?: readonly SqlValue[], listener?: (result: LiveQueryResult<T>) => void): LiveQuery<T>;
   /** Closes the database (another tab may take it over) and ends the worker. */
@@ -161,6 +166,11 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig, opti
     for (const listener of listeners[type]) listener(value);
   }
 
+  function tablesChanged(tables: ReadonlySet<string>, prefetched: readonly PrefetchedRows[] | undefined): void {
+    for (const listener of liveListeners) listener(tables, prefetched);
+    fire('tables', tables);
+  }
+
   function fail(error: WireError): void {
     ended = error;
     for (const [id, p] of pending) {
@@ -182,7 +192,7 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig, opti
         const event = message.event;
         if (event.type === 'progress') fire('progress', event.progress);
         else if (event.type === 'status') fire('status', (status = event.status));
-        else if (event.type === 'tables') fire('tables', new Set(event.tables));
+        else if (event.type === 'tables') tablesChanged(new Set(event.tables), event.prefetched);
         else fire('change', { method: event.method });
         return;
       }
@@ -217,13 +227,18 @@ export function connectSyncWorker(worker: Worker, config: WorkerOpenConfig, opti
     });
   }
 
+  // The worker runs this tab's live queries after each commit while it owns the database, and
+  // sends their rows with the commit's tables: no round trip per re-run (live-prefetch.ts).
+  const liveListeners = new Set<Parameters<LiveSource['onTablesChanged']>[0]>();
   const live = new LiveQueries({
     query: (sql, params) => call('query', [sql, params]),
     tablesRead: (sql) => call('tablesRead', [sql]),
     onTablesChanged: (listener) => {
-      listeners.tables.add(listener);
-      return () => listeners.tables.delete(listener);
+      liveListeners.add(listener);
+      return () => liveListeners.delete(listener);
     },
+    watchQuery: (id, sql, params) => post({ t: 'live-watch', id, sql, params }),
+    unwatchQuery: (id) => post({ t: 'live-unwatch', id }),
   });
 
   post({ t: 'open', config });

@@ -21,6 +21,8 @@
 import type { ClientConfig, Progress, SyncClient, TableConfig } from '../api.js';
 import type { SourceReplacementReason } from '../../core/protocol/read-path.js';
 import { openClient } from '../client.js';
+import { LivePrefetch } from '../live-prefetch.js';
+import type { PrefetchedRows } from '../live-query.js';
 import { openOpfsSqlite } from '../sqlite/opfs.js';
 import type { SqlValue, SqliteDb } from '../sqlite/port.js';
 import type { RetryPolicy } from '../transport.js';
@@ -195,6 +197,8 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
   };
 
   const toMain = (message: FromWorker) => scope.postMessage(message);
+  /** Owner: this tab's live queries, run after each commit. */
+  const prefetch = new LivePrefetch();
 
   /** Token refreshes asked of this tab's page and not answered yet. */
   const refreshes = new Map<number, { resolve: (token: string) => void; reject: (error: Error) => void }>();
@@ -300,8 +304,14 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
       };
       client = await openClient(clientConfig);
       client.onStatus((status) => emit({ type: 'status', status }));
-      // Every tab's live queries re-run from these (client-web/live-query.ts).
-      client.onTablesChanged((tables) => emit({ type: 'tables', tables: [...tables] }));
+      // Every tab's live queries re-run from these (client-web/live-query.ts). This tab's own get
+      // the rows of its watched queries with them (live-prefetch.ts), read right behind the commit.
+      const appDb = client.db;
+      const announce = (tables: ReadonlySet<string>, prefetched: PrefetchedRows[]) => toMain({ t: 'event', event: { type: 'tables', tables: [...tables], prefetched } });
+      client.onTablesChanged((tables) => {
+        toChannel({ t: 'event', event: { type: 'tables', tables: [...tables] } });
+        prefetch.committed(appDb, tables, announce);
+      });
       if (loopOptions) client.start(loopOptions);
     } catch (error) {
       openFailure = { ...toWireError(error), code: 'open_failed' };
@@ -405,6 +415,12 @@ export function hostSyncWorker(options: WorkerHostOptions): void {
         else if (forwarded.has(message.id)) toChannel({ t: 'abort', from: workerId, to: forwarded.get(message.id) as string, id: message.id });
         return;
       }
+      case 'live-watch':
+        prefetch.watch(message.id, message.sql, message.params);
+        return;
+      case 'live-unwatch':
+        prefetch.unwatch(message.id);
+        return;
       case 'close':
         void close(message.id);
         return;
