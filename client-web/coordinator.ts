@@ -44,6 +44,7 @@ import {
   readAttachment,
   readCeilingReached,
   readFrozen,
+  readRunFacts,
   readSnapshotDownload,
   readSource,
   recordCeilingReached,
@@ -149,15 +150,8 @@ export class Coordinator {
   }
 
   /** The durable facts the machine decides on. */
-  private async facts(): Promise<Facts> {
-    const frozen = await readFrozen(this.db);
-    const attachment = await readAttachment(this.db);
-    const source = await readSource(this.db);
-    return {
-      frozen: frozen === null ? 'none' : frozen.rejected ? 'rejected' : 'pending',
-      rebuildRequired: attachment.rebuildRequired,
-      sourceRefused: source.rotationReason !== null,
-    };
+  private facts(): Promise<Facts> {
+    return readRunFacts(this.db);
   }
 
   /** Runs one operation to its end (see machine.ts for the decisions). */

@@ -151,6 +151,25 @@ export async function readFrozen(db: SqliteStatements): Promise<FrozenBundle | n
   };
 }
 
+/**
+ * What a sync run decides on (the coordinator's facts), in one statement: whether a bundle is
+ * frozen and whether the server rejected it, whether a rebuild is required, whether the server
+ * refused this device's source. A run reads them at its start and after each push (three reads
+ * before, each a round trip to the worker's database).
+ */
+export async function readRunFacts(db: SqliteStatements): Promise<{ frozen: 'none' | 'pending' | 'rejected'; rebuildRequired: boolean; sourceRefused: boolean }> {
+  const [row] = await db.query<{ frozen: string | null; rebuild_required: number | null; source_refused: number | null }>(
+    `SELECT (SELECT CASE WHEN rejected IS NULL THEN 'pending' ELSE 'rejected' END FROM _sync_push_state WHERE id = 1) AS frozen,
+            (SELECT rebuild_required FROM _sync_attachment_state WHERE id = 1) AS rebuild_required,
+            (SELECT rotation_reason IS NOT NULL FROM _sync_source_state WHERE id = 1) AS source_refused`);
+  if (row?.source_refused === null || row?.source_refused === undefined) throw new Error('lockstep: _sync_source_state is missing its row');
+  return {
+    frozen: row.frozen === 'rejected' ? 'rejected' : row.frozen === 'pending' ? 'pending' : 'none',
+    rebuildRequired: row.rebuild_required === 1,
+    sourceRefused: row.source_refused === 1,
+  };
+}
+
 /** What `pendingStatus` reports, read by `readPendingStatus`. */
 export interface PendingState {
   readonly attachment: AttachmentState;
