@@ -54,11 +54,17 @@ export class LivePrefetch {
       return;
     }
     this.reading = true;
-    void this.afterCommit(db, tables).then((prefetched) => {
+    // Whatever fails, the commit is announced (without rows the tab re-runs its queries itself),
+    // and the commits that waited are announced after it: a read left hanging would silence them.
+    void this.afterCommit(db, tables).catch(() => []).then((prefetched) => {
       this.reading = false;
-      announce(tables, prefetched);
       const next = this.waiting;
       this.waiting = null;
+      try {
+        announce(tables, prefetched);
+      } catch (error) {
+        console.error('lockstep: announcing a commit to the tab failed', error);
+      }
       if (next) this.committed(db, next, announce);
     });
   }
@@ -70,13 +76,11 @@ export class LivePrefetch {
     for (const [id, watched] of this.watched) {
       if (watched.reads !== null && !intersects(watched.reads, tables)) continue;
       const reread = watched.reads === null || schema;
-      // Asked together with the rows, as the tab's own runs do (a schema change redefines them).
-      const reads = reread ? db.tablesRead(watched.sql) : null;
-      const rows = db.query(watched.sql, watched.params);
       runs.push(
         (async () => {
           try {
-            const [tablesNow, rowsNow] = await Promise.all([reads, rows]);
+            // Asked together with the rows, as the tab's own runs do (a schema change redefines them).
+            const [tablesNow, rowsNow] = await Promise.all([reread ? db.tablesRead(watched.sql) : null, db.query(watched.sql, watched.params)]);
             if (tablesNow) watched.reads = new Set(tablesNow);
             return { id, rows: rowsNow, ...(tablesNow ? { reads: tablesNow } : {}) };
           } catch {

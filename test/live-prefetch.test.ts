@@ -3,7 +3,8 @@
  * a watched query is read right behind each commit that wrote a table it reads, and announced with
  * the commit; a burst of commits is announced as one, with one read after the first; a query that
  * fails is left out (the tab runs it itself); a schema change hands over the tables it reads; a
- * tab's hub delivers the rows handed over without asking for them.
+ * failed announcement does not silence the commits after it; a tab's hub delivers the rows handed
+ * over without asking for them.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LivePrefetch } from '../client-web/live-prefetch.js';
@@ -83,6 +84,24 @@ describe('live prefetch', () => {
     const last = announced.at(-1)?.prefetched[0];
     expect(last?.rows).toHaveLength(21);
     expect(last?.rows.at(-1)).toEqual({ id: 20, body: 'note 20' });
+  });
+
+  it('announces the commits that waited even when the announcement before them failed', async () => {
+    const own = new LivePrefetch();
+    own.watch(1, NOTES_SQL, []);
+    const heard: string[][] = [];
+    let fail = true;
+    const quiet = db.onCommit((tables) => own.committed(reader, tables, (t) => {
+      if (fail) {
+        fail = false;
+        throw new Error('the tab is gone');
+      }
+      heard.push([...t].sort());
+    }));
+    await Promise.all([db.run("INSERT INTO notes (id, body) VALUES (1, 'one')"), db.run("INSERT INTO tags (name) VALUES ('late')")]);
+    for (let i = 0; i < 10 && heard.length < 1; i++) await db.query('SELECT 1');
+    quiet();
+    expect(heard).toEqual([['tags']]);
   });
 
   it('a hub over a source that watches its queries delivers the rows handed over, and runs the others itself', async () => {
