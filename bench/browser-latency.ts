@@ -21,8 +21,9 @@
  *   when the notification carried the bundle's rows and B needed no pull (protocol §5.9);
  * - pull: B's pull request (the last before its page heard of the row) → its answer; 0 without one;
  * - apply: that answer (or the notification) → B's page hears that `todos` changed (the socket's
- *   delivery and B's wake-up when there was no pull, B's apply transaction, the worker's broadcast);
- * - render: that → the row in B's DOM (the live query re-run through the worker, React's render).
+ *   delivery and B's wake-up when there was no pull, B's apply transaction, the worker's read of
+ *   the page's live queries, sent with that news: client-web/live-prefetch.ts);
+ * - render: that → the row in B's DOM (the hub's delivery of those rows, React's render).
  * Clocks: Node and chromium read the same system clock (`performance.timeOrigin + performance.now()`).
  */
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -277,7 +277,7 @@ class Query<T extends SqlRow> implements LiveQuery<T>, Member {
     try {
       // The tables it reads are asked for with the rows, not before them: both go to the source
       // at once (a tab's proxy posts both to the worker, which answers them in order), so a re-run
-      // after a schema change (every pull apply creates its scratch table) waits one round trip.
+      // after a schema change (the first pull apply of a connection creates its scratch table) waits one round trip.
       let reads: Promise<string[]> | undefined;
       if (this.rereadTables) {
         this.rereadTables = false;
