@@ -17,6 +17,7 @@
  * that writes these tables in this file.
  */
 import { type ServerErrorCode } from './errors.js';
+import { type Facts } from './machine.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
 import { type ProtocolVersion } from '../core/protocol/version.js';
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
@@ -112,10 +113,12 @@ export async function readAttachment(db: SqliteStatements): Promise<AttachmentSt
   };
 }
 
+const NO_SOURCE_ROW = 'lockstep: _sync_source_state is missing its row';
+
 export async function readSource(db: SqliteStatements): Promise<SourceState> {
   const [row] = await db.query<{ source_id: string; next_source_bundle_id: number; rotation_new_source_id: string | null; rotation_reason: string | null }>(
     'SELECT source_id, next_source_bundle_id, rotation_new_source_id, rotation_reason FROM _sync_source_state WHERE id = 1');
-  if (!row) throw new Error('lockstep: _sync_source_state is missing its row');
+  if (!row) throw new Error(NO_SOURCE_ROW);
   return {
     sourceId: row.source_id,
     nextSourceBundleId: Number(row.next_source_bundle_id),
@@ -157,12 +160,12 @@ export async function readFrozen(db: SqliteStatements): Promise<FrozenBundle | n
  * refused this device's source. A run reads them at its start and after each push (three reads
  * before, each a round trip to the worker's database).
  */
-export async function readRunFacts(db: SqliteStatements): Promise<{ frozen: 'none' | 'pending' | 'rejected'; rebuildRequired: boolean; sourceRefused: boolean }> {
+export async function readRunFacts(db: SqliteStatements): Promise<Facts> {
   const [row] = await db.query<{ frozen: string | null; rebuild_required: number | null; source_refused: number | null }>(
     `SELECT (SELECT CASE WHEN rejected IS NULL THEN 'pending' ELSE 'rejected' END FROM _sync_push_state WHERE id = 1) AS frozen,
             (SELECT rebuild_required FROM _sync_attachment_state WHERE id = 1) AS rebuild_required,
             (SELECT rotation_reason IS NOT NULL FROM _sync_source_state WHERE id = 1) AS source_refused`);
-  if (row?.source_refused === null || row?.source_refused === undefined) throw new Error('lockstep: _sync_source_state is missing its row');
+  if (row?.source_refused === null || row?.source_refused === undefined) throw new Error(NO_SOURCE_ROW);
   return {
     frozen: row.frozen === 'rejected' ? 'rejected' : row.frozen === 'pending' ? 'pending' : 'none',
     rebuildRequired: row.rebuild_required === 1,
@@ -198,7 +201,7 @@ export async function readPendingStatus(db: SqliteStatements): Promise<PendingSt
   (SELECT count(*) FROM _sync_quarantine) AS quarantined
 FROM _sync_source_state s LEFT JOIN _sync_attachment_state a ON a.id = 1 LEFT JOIN _sync_push_state p ON p.id = 1
 WHERE s.id = 1`);
-  if (!row) throw new Error('lockstep: _sync_source_state is missing its row');
+  if (!row) throw new Error(NO_SOURCE_ROW);
   return {
     attachment: {
       userId: row.user_id ?? null,
