@@ -45,14 +45,18 @@ function hookedServer(env: Record<string, string> = {}) {
  * at once), so a download is cut after its first page. One hook serves one request of any route,
  * so there are more than a cut-off download makes: every page asked for ahead retries too (six
  * attempts each, up to three pages out), and a page that got through after the hooks ran out
- * would move the cut. The test clears what is left.
+ * would move the cut. The test clears what is left. The first page is told by its ordinal, not by
+ * arriving first: the pages asked for ahead leave together, and one of them may arrive before it.
  */
 function failSnapshotPagesAfterFirst(count = 100): Hook[] {
-  let pages = 0;
+  let firstServed = false;
   const failLater: Hook = async (event, next) => {
     if (!event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
-    pages++;
-    if (pages === 1) return next();
+    const after = new URLSearchParams(event.rawQueryString).get('after_row_ordinal') ?? '0';
+    if (after === '0' && !firstServed) {
+      firstServed = true;
+      return next();
+    }
     return { statusCode: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' }, body: JSON.stringify({ error: 'service_unavailable', message: 'injected' }) };
   };
   return Array.from({ length: count }, () => failLater);
