@@ -25,7 +25,8 @@ import { initEmpty, pushBundle, type PushTiming } from './lib/push.js';
 import { insertRows, makeNotes, meanPayloadBytes, type Note } from './lib/rows.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 import { SqlTimings } from './lib/sql-timing.js';
-import { clientFingerprint, localWrite, notesFingerprint, openBenchDevice } from './lib/web-client.js';
+import { type ClientConfig } from '../client-web/api.js';
+import { clientFingerprint, LINK_RTT_MS, localWrite, notesFingerprint, openBenchDevice } from './lib/web-client.js';
 
 const ROWS = 10_000;
 const CHUNK_ROWS = 1_000;
@@ -34,6 +35,12 @@ export const PUSH_TARGET_RATIO = 0.5;
 export const CLIENT_PUSH_TARGET_RATIO = 0.33;
 /** Client push runs start only while the earlier ones took less than this in all. */
 const CLIENT_PUSH_BUDGET_MS = 45_000;
+/** The server's `default_rows_per_push_chunk`, which the client used before it chose the largest chunk the server takes. */
+const DEFAULT_CHUNK_ROWS = 1_000;
+/** A bundle that fits one chunk of the largest size (the create carries it) but not of the default. */
+const MID_ROWS = 3_000;
+/** Runs a side of each push over the link; alternated. */
+const LINK_RUNS = 3;
 
 interface ClientPushRun {
   readonly writeMs: number;
@@ -120,8 +127,9 @@ export const pushBenchmark: Benchmark = {
 
     // Through the real client: local writes, then sync().
     const sqlTimings = new SqlTimings();
-    const clientPush = async (user: string, notes: readonly Note[], what: string): Promise<ClientPushRun> => {
-      const device = await openBenchDevice(server, user, sqlTimings);
+    const clientPush = async (user: string, notes: readonly Note[], what: string,
+      options: { latencyMs?: number; config?: Partial<ClientConfig> } = {}): Promise<ClientPushRun> => {
+      const device = await openBenchDevice(server, user, sqlTimings, options);
       try {
         const attached = await device.client.attach(user);
         rec.check(`${what}: attach initialized the empty scope`, attached.status === 'attached' && attached.resolution === 'initialize_empty', JSON.stringify(attached));
@@ -157,7 +165,7 @@ export const pushBenchmark: Benchmark = {
     const clientRatio = clientRate.median / base.median;
     rec.figure({
       id: 'push.client_rows_per_s',
-      label: 'push 10k rows through the real client: sync() after local writes (freeze + create + 10 chunks + commit + replay)',
+      label: 'push 10k rows through the real client: sync() after local writes (freeze + create + chunks + commit + replay)',
       unit: 'rows/s',
       value: clientRate,
       baseline: { label: 'one multi-row INSERT … ON CONFLICT DO UPDATE, one transaction (the same runs as above)', value: base },
@@ -167,5 +175,34 @@ export const pushBenchmark: Benchmark = {
     rec.figure({ id: 'push.client_http_ms', label: 'push via client: HTTP (server + transfer)', unit: 'ms', value: spread(clientRuns.map((c) => c.httpMs)) });
     rec.figure({ id: 'push.client_local_ms', label: 'push via client: in the client (freeze, hash, outbox, replay apply)', unit: 'ms', value: spread(clientRuns.map((c) => c.syncMs - c.httpMs)) });
     rec.figure({ id: 'push.client_write_ms', label: 'push via client: the 10k local writes (one transaction, capture triggers)', unit: 'ms', value: spread(clientRuns.map((c) => c.writeMs)) });
+
+    // Over a link: each request costs a round trip, so chunks of the largest size the server takes
+    // (the client's default) against chunks of the server's default size, alternated.
+    const overLink = { latencyMs: LINK_RTT_MS };
+    const smallChunks = { latencyMs: LINK_RTT_MS, config: { pushChunkRows: DEFAULT_CHUNK_ROWS } };
+    for (const rows of [ROWS, MID_ROWS]) {
+      const largest: ClientPushRun[] = [];
+      const small: ClientPushRun[] = [];
+      for (let i = 0; i < LINK_RUNS; i++) {
+        const notes = makeNotes(rows, 200 + i);
+        const sides = [
+          () => clientPush(`client-push-link-${rows}-${i}`, notes, `client push of ${rows} rows over a link, run ${i}`, overLink).then((r) => largest.push(r)),
+          () => clientPush(`client-push-link-small-${rows}-${i}`, notes, `client push of ${rows} rows over a link in chunks of ${DEFAULT_CHUNK_ROWS}, run ${i}`, smallChunks).then((r) => small.push(r)),
+        ];
+        for (const side of i % 2 === 0 ? sides : sides.reverse()) await side();
+      }
+      const measured = spread(largest.map((c) => c.syncMs));
+      const before = spread(small.map((c) => c.syncMs));
+      rec.figure({
+        id: rows === ROWS ? 'push.client_link_ms' : 'push.client_link_mid_ms',
+        label: `push ${rows.toLocaleString('en-US')} rows through the client over a link adding ${LINK_RTT_MS} ms to each request, ` +
+          `chunks of the most rows the server takes (${largest[0]?.requests ?? 0} requests); ratio = chunks of ${DEFAULT_CHUNK_ROWS.toLocaleString('en-US')} (${small[0]?.requests ?? 0} requests) / this`,
+        unit: 'ms',
+        value: measured,
+        baseline: { label: `the same push in chunks of ${DEFAULT_CHUNK_ROWS.toLocaleString('en-US')} rows (the server's default_rows_per_push_chunk)`, value: before },
+        ratio: before.median / measured.median,
+        ratioOf: 'ms in chunks of 1,000 / ms measured (above 1: fewer round trips)',
+      });
+    }
   },
 };

@@ -163,7 +163,11 @@ export interface ClientConfig {
   readonly onProgress?: (progress: Progress) => void;
   readonly retry?: RetryPolicy;
   readonly fetch?: typeof fetch;
-  /** Rows per uploaded chunk; defaults to the server's `default_rows_per_push_chunk`. */
+  /**
+   * Rows per uploaded chunk; defaults to the most the server accepts (`max_rows_per_push_chunk`),
+   * so a push makes the fewest round trips. A chunk is cut earlier where its bytes would pass the
+   * server's request limit.
+   */
   readonly pushChunkRows?: number;
   /**
    * A bundle that fits one chunk and one request goes with its push-session create, which stages

@@ -14,7 +14,7 @@ import { sql } from '../core/db/sql.js';
 import { runMaintenance } from '../core/sync/maintenance/maintenance.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { type HttpApiEvent } from '../functions/index.js';
-import { expectConverged, LOCAL_APP_TABLES, localState, openDevice, serverState, write, type Device, type DeviceOptions } from './support/client-harness.js';
+import { blobOfUuid, expectConverged, LOCAL_APP_TABLES, localState, openDevice, serverState, write, type Device, type DeviceOptions } from './support/client-harness.js';
 import { startTestServer, type TestServer } from './support/server.js';
 
 const uuid = () => randomUUID();
@@ -354,6 +354,31 @@ describe('web client: recovery paths', () => {
     // chunk under the 4 MB request limit, need at least 6 (and the rows spread over the chunks).
     expect(chunks).toBeGreaterThanOrEqual(6);
     expect(Object.keys((await serverState(s, 'u-chunks')).items)).toHaveLength(1500);
+  });
+
+  it('uploads in chunks of the most rows the server takes, and sends a bundle that fits one with its create', async () => {
+    const a = await device('u-chunk-max');
+    await a.client.attach('u-chunk-max');
+    const listId = uuid();
+    await write.list(a.db, listId, 'many');
+    // Small rows, so only the server's max_rows_per_push_chunk (5,000) bounds a chunk.
+    const items = (from: number, to: number) => a.db.run(
+      `WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+       INSERT INTO items (id, list_id, body, done) SELECT printf('00000000-0000-4000-8000-%012d', i), ?, 'row ' || i, 0 FROM n`,
+      [from, to, blobOfUuid(listId)]);
+    await items(1, 6000);
+    let from = h.requests.length;
+    expect(await a.client.sync()).toMatchObject({ push: { status: 'committed', rowCount: 6001 } });
+    // 6,001 rows: 5,000 and 1,001 (in chunks of the server's default 1,000 it took seven).
+    expect(h.requests.slice(from).filter((r) => r.endsWith('/chunks'))).toHaveLength(2);
+    await items(6001, 9000);
+    from = h.requests.length;
+    expect(await a.client.sync()).toMatchObject({ push: { status: 'committed', rowCount: 3000 } });
+    // 3,000 rows fit one chunk: the create carries them and commits them, no chunk request.
+    const seen = h.requests.slice(from);
+    expect(seen.filter((r) => r.endsWith('/chunks') || r.endsWith('/commit'))).toHaveLength(0);
+    expect(seen.filter((r) => r.endsWith('/push-sessions'))).toHaveLength(1);
+    expect(Object.keys((await serverState(s, 'u-chunk-max')).items)).toHaveLength(9000);
   });
 });
 
