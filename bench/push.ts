@@ -41,6 +41,8 @@ const DEFAULT_CHUNK_ROWS = 1_000;
 const MID_ROWS = 3_000;
 /** Runs a side of each push over the link; alternated. */
 const LINK_RUNS = 3;
+/** One-row syncs measured over the link and without it. */
+const ONE_ROW_SYNCS = 15;
 
 interface ClientPushRun {
   readonly writeMs: number;
@@ -204,5 +206,42 @@ export const pushBenchmark: Benchmark = {
         ratioOf: 'ms in chunks of 1,000 / ms measured (above 1: fewer round trips)',
       });
     }
+
+    // A one-row sync() over the link (push, replay, pull), against the same sync without the link
+    // plus the link's round trip for each of its requests: above 1 where requests overlap.
+    const oneRow = async (latencyMs: number) => {
+      const user = `client-sync-one-${latencyMs}`;
+      const device = await openBenchDevice(server, user, undefined, { latencyMs });
+      try {
+        await device.client.attach(user);
+        const notes = makeNotes(ONE_ROW_SYNCS + 2, 300 + latencyMs);
+        const runs: { ms: number; requests: number }[] = [];
+        for (const [i, note] of notes.entries()) {
+          await localWrite(device.db, [note]);
+          device.http.reset();
+          const { ms, result } = await timed(() => device.client.sync());
+          rec.check(`one-row sync over ${latencyMs} ms, run ${i}: committed one row`, result.push.status === 'committed' && result.push.rowCount === 1, JSON.stringify(result.push));
+          if (i >= 2) runs.push({ ms, requests: device.http.requests });
+        }
+        return runs;
+      } finally {
+        await device.close();
+      }
+    };
+    const linked = await oneRow(LINK_RTT_MS);
+    const unlinked = await oneRow(0);
+    const requests = spread(linked.map((r) => r.requests)).median;
+    const sequential = spread(unlinked.map((r) => r.ms + LINK_RTT_MS * r.requests));
+    const measuredOne = spread(linked.map((r) => r.ms));
+    rec.figure({
+      id: 'push.client_link_one_row_ms',
+      label: `a one-row sync() through the client over a link adding ${LINK_RTT_MS} ms to each request (${requests} requests: push, replay, pull); ` +
+        `ratio = the same sync without the link plus ${LINK_RTT_MS} ms per request / this`,
+      unit: 'ms',
+      value: measuredOne,
+      baseline: { label: `the same sync without the link, plus ${LINK_RTT_MS} ms per request`, value: sequential },
+      ratio: sequential.median / measuredOne.median,
+      ratioOf: 'sequential ms / measured ms (above 1: the pull page is asked for while the replay runs)',
+    });
   },
 };

@@ -109,8 +109,11 @@ class Run {
   // Pull.
   pulled = false;
   pullTarget: number | undefined;
-  /** The next pages towards `target`, asked for while the current one is applied (pages-ahead.ts). */
-  pagesAhead: { readonly target: number; readonly pages: PagesAhead<PullPage> } | null = null;
+  /**
+   * The next pages towards `target`, asked for while the current one is applied (pages-ahead.ts);
+   * `target` undefined: the run's first page, asked for while a pushed bundle is replayed.
+   */
+  pagesAhead: { readonly target: number | undefined; readonly pages: PagesAhead<PullPage> } | null = null;
   /** Bundles per pull page after the run's first (pull.ts pullPageBundles). */
   pullBundles: number | undefined;
   bundlesApplied = 0;
@@ -367,6 +370,7 @@ export class Coordinator {
    * bundle whose rows were pruned meanwhile is acknowledged and rebuilt instead (protocol §10.2).
    */
   private async replay(run: Run, frozen: FrozenBundle, bundle: { bundle_seq: number; source_bundle_id: number; row_count: number }, alreadyCommitted: boolean): Promise<SyncEvent> {
+    await this.askFirstPullPage(run, bundle.bundle_seq);
     const fetched = await fetchOwnBundle(this.ctx, bundle, frozen.sourceBundleId);
     run.committed = { bundleSeq: bundle.bundle_seq, sourceBundleId: bundle.source_bundle_id, alreadyCommitted };
     run.pushedRows += bundle.row_count;
@@ -389,6 +393,23 @@ export class Coordinator {
       await forgetSnapshotsBefore(tx, bundle.bundle_seq);
     }, this.needsRebuild);
     return { type: 'pushed', facts: await this.facts() };
+  }
+
+  /**
+   * A run that pulls after pushing asks for its first pull page while its bundle is replayed: one
+   * round trip fewer on a link. The page starts where the replay will leave the checkpoint (past
+   * this bundle when it is the next one, else where it is). Committed bundles never change, so
+   * the page stays right whatever happens meanwhile; it is used only if the pull starts there
+   * (another push or a rebuild may move the checkpoint first), and abandoned otherwise.
+   */
+  private async askFirstPullPage(run: Run, bundleSeq: number): Promise<void> {
+    if ((run.goal !== 'sync' && run.goal !== 'attach') || run.pullTarget !== undefined) return;
+    const { checkpoint } = await readAttachment(this.db);
+    const at = checkpoint === bundleSeq - 1 ? bundleSeq : checkpoint;
+    const per = run.pullBundles ?? pullPageBundles(this.ctx.limits, this.rowsPerBundle);
+    run.pagesAhead?.pages.abandon();
+    run.pagesAhead = { target: undefined, pages: new PagesAhead((from, signal) => pullPage(this.ctx, from, undefined, per, signal)) };
+    run.pagesAhead.pages.keep([at]);
   }
 
   // ── Pull ────────────────────────────────────────────────────────────────────────────────────

@@ -356,6 +356,48 @@ describe('web client: recovery paths', () => {
     expect(Object.keys((await serverState(s, 'u-chunks')).items)).toHaveLength(1500);
   });
 
+  it('a sync that pushed asks for its first pull page while its bundle is replayed, and applies it after', async () => {
+    const { a, b, listId } = await pair('u-pull-ahead');
+    // Behind by one bundle of b's: the pull starts at a's checkpoint, not past a's own bundle.
+    await write.item(b.db, uuid(), listId, 'from b');
+    await b.client.sync();
+    const checkpoint = (await a.client.pendingStatus()).checkpoint;
+    await write.item(a.db, uuid(), listId, 'from a');
+    let pullAsked = (): void => undefined;
+    const pullSeen = new Promise<void>((resolve) => { pullAsked = resolve; });
+    let pullBeforeReplay: boolean | undefined;
+    // The replay's rows are held until the pull page was asked for, within a bound of a minute:
+    // a client that asks only after applying the replay never sends it meanwhile.
+    const hold: Hook = async (event, next) => {
+      if (event.rawPath === '/sync/pull') pullAsked();
+      if (event.rawPath.startsWith('/sync/committed-bundles/')) {
+        let bound: ReturnType<typeof setTimeout> | undefined;
+        pullBeforeReplay = await Promise.race([pullSeen.then(() => true), new Promise<false>((resolve) => { bound = setTimeout(() => resolve(false), 60_000); })]);
+        clearTimeout(bound);
+      }
+      return next();
+    };
+    h.hooks.push(...Array.from({ length: 20 }, () => hold));
+    const from = h.requests.length;
+    const result = await a.client.sync();
+    h.hooks.length = 0;
+    expect(result.push).toMatchObject({ status: 'committed', rowCount: 1 });
+    expect(pullBeforeReplay).toBe(true);
+    // The page asked for ahead was the one the pull needed: asked once, at a's checkpoint.
+    const pulls = h.requests.slice(from).flatMap((r, i) => (r === 'GET /sync/pull' ? [new URLSearchParams(h.queries[from + i]).get('after_bundle_seq')] : []));
+    expect(pulls).toEqual([String(checkpoint)]);
+    // Not behind: the page asked for ahead starts past a's own bundle, and is the only one asked.
+    await write.item(a.db, uuid(), listId, 'again from a');
+    const next = h.requests.length;
+    const again = await a.client.sync();
+    expect(again.push).toMatchObject({ status: 'committed', rowCount: 1 });
+    const own = again.push.status === 'committed' ? again.push.bundleSeq : -1;
+    const later = h.requests.slice(next).flatMap((r, i) => (r === 'GET /sync/pull' ? [new URLSearchParams(h.queries[next + i]).get('after_bundle_seq')] : []));
+    expect(later).toEqual([String(own)]);
+    await b.client.sync();
+    await expectConverged(s, 'u-pull-ahead', a, b);
+  });
+
   it('uploads in chunks of the most rows the server takes, and sends a bundle that fits one with its create', async () => {
     const a = await device('u-chunk-max');
     await a.client.attach('u-chunk-max');
