@@ -23,10 +23,10 @@ import { serverWrite } from '../core/sync/index.js';
 import { type Benchmark } from './lib/context.js';
 import { startGatewayProcess } from './lib/gateway-process.js';
 import { type BenchServer } from './lib/server.js';
-import { type Note } from './lib/rows.js';
+import { makeNotes, type Note } from './lib/rows.js';
 import { SqlTimings } from './lib/sql-timing.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
-import { clientFingerprint, directInsert, LINK_RTT_MS, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
+import { clientFingerprint, directInsert, LINK_RTT_MS, localWrite, notesFingerprint, openBaselineDb, openBenchDevice } from './lib/web-client.js';
 import { startBodyServer } from './lib/body-server.js';
 import { designFloorSnapshot, designFloorTransferAndApplyArrays, keptVersions, openDesignFloorDb, specRowArrays } from './lib/design-floor.js';
 
@@ -34,6 +34,9 @@ const ROWS = 100_000;
 export const HYDRATION_TARGET_ROWS_PER_S = 50_000;
 export const HYDRATION_TARGET_RATIO = 0.5;
 const USER = 'hydrate-user';
+/** The small user whose attach is measured over a link, and how many attaches a side. */
+const SMALL_ROWS = 50;
+const SMALL_ATTACHES = 8;
 const SNAPSHOT_CREATE = 'POST /sync/snapshot-sessions';
 const SNAPSHOT_PAGE = 'GET /sync/snapshot-sessions/{snapshot_id}';
 
@@ -311,5 +314,50 @@ export const hydrationBenchmark: Benchmark = {
       ratioOf: 'floor ms / client ms',
     });
     rec.note(`hydration, costliest local statements over ${runs} hydrations: ${sqlTimings.top(3, 90).join(' ‖ ')}`);
+
+    // A small user's attach over the link: connect, create and one page, one after the other (the
+    // session's delete is left going, and waited for by the next run or close), against the same
+    // attach without the link plus the link's round trip for each of its requests.
+    const smallUser = 'hydrate-small-user';
+    const writer = await openBenchDevice(server, smallUser);
+    try {
+      await writer.client.attach(smallUser);
+      await localWrite(writer.db, makeNotes(SMALL_ROWS, 11));
+      await writer.client.sync();
+    } finally {
+      await writer.close();
+    }
+    const smallAttach = async (latencyMs: number, i: number) => {
+      const device = await openBenchDevice(server, smallUser, undefined, { latencyMs });
+      try {
+        device.http.reset();
+        const { ms, result } = await timed(() => device.client.attach(smallUser));
+        rec.check(`small attach over ${latencyMs} ms, run ${i}: hydrated every row`, result.status === 'attached' && result.hydratedRows === SMALL_ROWS, JSON.stringify(result));
+        return { ms, requests: device.http.requests };
+      } finally {
+        await device.close();
+      }
+    };
+    const smallLinked: { ms: number; requests: number }[] = [];
+    const smallPlain: { ms: number; requests: number }[] = [];
+    for (let i = 0; i < SMALL_ATTACHES + 2; i++) {
+      const linked = await smallAttach(LINK_RTT_MS, i);
+      const plain = await smallAttach(0, i);
+      if (i < 2) continue;
+      smallLinked.push(linked);
+      smallPlain.push(plain);
+    }
+    const smallSequential = spread(smallPlain.map((r) => r.ms + LINK_RTT_MS * r.requests));
+    const smallMeasured = spread(smallLinked.map((r) => r.ms));
+    rec.figure({
+      id: 'hydration.small_link_ms',
+      label: `attach of a user with ${SMALL_ROWS} rows over a link adding ${LINK_RTT_MS} ms to each request (${spread(smallLinked.map((r) => r.requests)).median} requests waited for: ` +
+        `connect, snapshot create, page); ratio = the same without the link plus ${LINK_RTT_MS} ms per request / this`,
+      unit: 'ms',
+      value: smallMeasured,
+      baseline: { label: `the same attach without the link, plus ${LINK_RTT_MS} ms per request`, value: smallSequential },
+      ratio: smallSequential.median / smallMeasured.median,
+      ratioOf: 'sequential ms / measured ms (about 1: each request waits for the one before)',
+    });
   },
 };

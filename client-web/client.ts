@@ -446,6 +446,8 @@ class Client implements SyncClient {
     if (this.closed) return;
     await this.loop.stop();
     await this.run(async () => {
+      // A finished snapshot session's delete may still be out (coordinator.ts `trailing`).
+      await this.coordinator.settled();
       this.closed = true;
       this.live.closeAll();
       this.socketWatch?.close();

@@ -145,6 +145,12 @@ export class Coordinator {
   private ceilingReachedFor: string | null | undefined;
   /** Rows per bundle of the last pull page that had any, which sizes the next run's first page. */
   private rowsPerBundle: number | undefined;
+  /**
+   * Requests a run leaves going that its answer does not wait for: the delete of a snapshot
+   * session it finished with (best effort; the server expires it anyway), a round trip the end of
+   * an attach or a rebuild no longer waits for. The next run, and `settled`, wait for them first.
+   */
+  private trailing: Promise<void> = Promise.resolve();
 
   constructor(private readonly ctx: ClientContext) {}
 
@@ -159,6 +165,7 @@ export class Coordinator {
 
   /** Runs one operation to its end (see machine.ts for the decisions). */
   async run(goal: Goal, options: RunOptions = {}): Promise<RunReport> {
+    await this.settled();
     const run = new Run(goal, options);
     const rotate = goal === 'rebuild' && (options.rotate !== undefined || (await readSource(this.db)).rotationReason !== null);
     run.machine = transition(run.machine, { type: 'begin', facts: await this.facts(), rotate });
@@ -168,6 +175,11 @@ export class Coordinator {
       // Pages asked for ahead that the run did not use (it failed, or rebuilt instead).
       run.pagesAhead?.pages.abandon();
     }
+  }
+
+  /** Resolves once the requests earlier runs left going have ended (see `trailing`). */
+  settled(): Promise<void> {
+    return this.trailing;
   }
 
   private async steps(run: Run, goal: Goal): Promise<RunReport> {
@@ -540,7 +552,8 @@ export class Coordinator {
       await dropStageTables(tx, this.ctx.model);
       return applied;
     }, this.needsRebuild);
-    await deleteSnapshotSession(this.ctx, done.snapshotId);
+    const deleted = deleteSnapshotSession(this.ctx, done.snapshotId);
+    this.trailing = this.trailing.then(() => deleted);
     await this.ceilingReached(done.snapshotBundleSeq);
     run.rebuilds++;
     run.rebuiltRows += rowsApplied;

@@ -398,6 +398,41 @@ describe('web client: recovery paths', () => {
     await expectConverged(s, 'u-pull-ahead', a, b);
   });
 
+  it('an attach answers without waiting for its snapshot session delete, which the next run waits for first', async () => {
+    await pair('u-trailing');
+    const c = await device('u-trailing');
+    let release = (): void => undefined;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    let heldUntilAttached: boolean | undefined;
+    let deleteEndedAt = -1;
+    // The delete is held until attach() answered, within a bound of a minute: an attach that
+    // waits for its delete never answers meanwhile.
+    const hold: Hook = async (event, next) => {
+      if (event.requestContext.http.method !== 'DELETE' || !event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
+      let bound: ReturnType<typeof setTimeout> | undefined;
+      heldUntilAttached = await Promise.race([released.then(() => true), new Promise<false>((resolve) => { bound = setTimeout(() => resolve(false), 60_000); })]);
+      clearTimeout(bound);
+      const answer = await next();
+      deleteEndedAt = h.requests.length;
+      return answer;
+    };
+    h.hooks.push(...Array.from({ length: 10 }, () => hold));
+    const attached = await c.client.attach('u-trailing');
+    release();
+    expect(attached).toMatchObject({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 2 });
+    const from = h.requests.length;
+    await c.client.sync();
+    h.hooks.length = 0;
+    expect(heldUntilAttached).toBe(true);
+    // The sync's first request left only once the delete had been answered (the delete itself
+    // may reach the server after attach() answered).
+    const firstOfSync = h.requests.findIndex((r, i) => i >= from && !r.startsWith('DELETE /sync/snapshot-sessions/'));
+    expect(deleteEndedAt).toBeGreaterThanOrEqual(0);
+    expect(firstOfSync).toBeGreaterThanOrEqual(deleteEndedAt);
+    const open = await s.t.exec(`SELECT count(*)::int AS n FROM sync.snapshot_sessions WHERE user_id = 'u-trailing'`);
+    expect(open.rows[0].n).toBe(0);
+  });
+
   it('uploads in chunks of the most rows the server takes, and sends a bundle that fits one with its create', async () => {
     const a = await device('u-chunk-max');
     await a.client.attach('u-chunk-max');
