@@ -408,14 +408,15 @@ export class Coordinator {
   }
 
   /**
-   * A run that pulls after pushing asks for its first pull page while its bundle is replayed: one
-   * round trip fewer on a link. The page starts where the replay will leave the checkpoint (past
-   * this bundle when it is the next one, else where it is). Committed bundles never change, so
-   * the page stays right whatever happens meanwhile; it is used only if the pull starts there
-   * (another push or a rebuild may move the checkpoint first), and abandoned otherwise.
+   * A sync that pushed asks for its first pull page while its bundle is replayed: one round trip
+   * fewer on a link (the other goals do not pull after pushing, machine.ts). The page starts where
+   * the replay will leave the checkpoint (past this bundle when it is the next one, else where it
+   * is). Committed bundles never change, so the page stays right whatever happens meanwhile; it is
+   * used only if the pull starts there (another push or a rebuild may move the checkpoint first),
+   * and abandoned otherwise.
    */
   private async askFirstPullPage(run: Run, bundleSeq: number): Promise<void> {
-    if ((run.goal !== 'sync' && run.goal !== 'attach') || run.pullTarget !== undefined) return;
+    if (run.goal !== 'sync' || run.pullTarget !== undefined) return;
     const { checkpoint } = await readAttachment(this.db);
     const at = checkpoint === bundleSeq - 1 ? bundleSeq : checkpoint;
     const per = run.pullBundles ?? pullPageBundles(this.ctx.limits, this.rowsPerBundle);

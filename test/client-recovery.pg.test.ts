@@ -396,6 +396,14 @@ describe('web client: recovery paths', () => {
     expect(later).toEqual([String(own)]);
     await b.client.sync();
     await expectConverged(s, 'u-pull-ahead', a, b);
+    // An attach that pushes what the device wrote offline does not pull after it: no page asked for.
+    const c = await device('u-pull-ahead-attach');
+    await write.list(c.db, uuid(), 'written before the attach');
+    const before = h.requests.length;
+    expect(await c.client.attach('u-pull-ahead-attach')).toMatchObject({ status: 'attached', resolution: 'initialize_local' });
+    const asked = h.requests.slice(before);
+    expect(asked.filter((r) => r.endsWith('/push-sessions'))).toHaveLength(1);
+    expect(asked.filter((r) => r === 'GET /sync/pull')).toHaveLength(0);
   });
 
   it('an attach answers without waiting for its snapshot session delete, which the next run waits for first', async () => {
