@@ -35,9 +35,11 @@ describe('a commit that outruns the statement bound is a typed answer to split, 
   beforeAll(async () => {
     const t = await openTestDb({ schemaSql: SLOW_SQL });
     // Before any pooled session starts (a pooler keeps its server sessions): every session of
-    // this database gets the small bound.
+    // this database gets the small bound. Bootstrap keeps it (the role's bounds on, as
+    // SYNC_ROLE_TIMEOUTS=on does): without, it removes a role setting equal to its bound, and a
+    // session opened after that (two requests of the client at once) would have none.
     await t.exec(`DO $$ BEGIN EXECUTE format('ALTER ROLE CURRENT_USER IN DATABASE %I SET statement_timeout = 1500', current_database()); END $$`);
-    await bootstrap(t.db, { tables: APP_TABLES, bounds: BOUNDS });
+    await bootstrap(t.db, { tables: APP_TABLES, bounds: BOUNDS, roleBounds: true });
     s = await serveTestDb(t, { env: { SYNC_LIMIT_STATEMENT_TIMEOUT_MS: '1500', SYNC_LIMIT_LOCK_TIMEOUT_MS: '500' } });
   });
   afterAll(async () => {
