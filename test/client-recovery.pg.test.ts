@@ -16,6 +16,7 @@ import { serverWrite } from '../core/sync/push/server-write.js';
 import { type HttpApiEvent } from '../functions/index.js';
 import { blobOfUuid, expectConverged, LOCAL_APP_TABLES, localState, openDevice, serverState, write, type Device, type DeviceOptions } from './support/client-harness.js';
 import { startTestServer, type TestServer } from './support/server.js';
+import { settlesWithin } from './support/until.js';
 
 const uuid = () => randomUUID();
 
@@ -371,9 +372,7 @@ describe('web client: recovery paths', () => {
     const hold: Hook = async (event, next) => {
       if (event.rawPath === '/sync/pull') pullAsked();
       if (event.rawPath.startsWith('/sync/committed-bundles/')) {
-        let bound: ReturnType<typeof setTimeout> | undefined;
-        pullBeforeReplay = await Promise.race([pullSeen.then(() => true), new Promise<false>((resolve) => { bound = setTimeout(() => resolve(false), 60_000); })]);
-        clearTimeout(bound);
+        pullBeforeReplay = await settlesWithin(pullSeen, 60_000);
       }
       return next();
     };
@@ -417,9 +416,7 @@ describe('web client: recovery paths', () => {
     // waits for its delete never answers meanwhile.
     const hold: Hook = async (event, next) => {
       if (event.requestContext.http.method !== 'DELETE' || !event.rawPath.startsWith('/sync/snapshot-sessions/')) return next();
-      let bound: ReturnType<typeof setTimeout> | undefined;
-      heldUntilAttached = await Promise.race([released.then(() => true), new Promise<false>((resolve) => { bound = setTimeout(() => resolve(false), 60_000); })]);
-      clearTimeout(bound);
+      heldUntilAttached = await settlesWithin(released, 60_000);
       const answer = await next();
       deleteEndedAt = h.requests.length;
       return answer;

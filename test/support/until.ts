@@ -16,3 +16,13 @@ export async function until<T>(what: string, read: () => T | Promise<T>, done: (
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** Whether `event` settles within `timeoutMs`: a hook that holds a request waits for it this way, never without end. */
+export async function settlesWithin(event: Promise<unknown>, timeoutMs = HANG_MS): Promise<boolean> {
+  let bound: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([event.then(() => true), new Promise<false>((resolve) => { bound = setTimeout(() => resolve(false), timeoutMs); })]);
+  } finally {
+    clearTimeout(bound);
+  }
+}
