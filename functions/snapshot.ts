@@ -1,6 +1,6 @@
 /** Lambda: snapshot sessions (create, chunk reads, delete). */
 import { ROW_FORMS, SnapshotCreateRequest } from '../core/protocol/index.js';
-import { createSnapshot, deleteSnapshot, snapshotPage } from '../core/sync/index.js';
+import { createSnapshotWithPage, deleteSnapshot, snapshotPage } from '../core/sync/index.js';
 import { createHandler, type Route } from './edge/handler.js';
 import { parseBody, pathUuid, queryEnum, queryInt } from './edge/request.js';
 
@@ -9,7 +9,7 @@ export const routes: readonly Route[] = [
     method: 'POST',
     path: '/sync/snapshot-sessions',
     auth: true,
-    run: async (req, ctx) => ({ status: 200, body: await createSnapshot(await ctx.sync(), ctx.actor, parseBody(req, SnapshotCreateRequest, true)) }),
+    run: async (req, ctx) => ({ status: 200, body: await createSnapshotWithPage(await ctx.sync(), ctx.actor, parseBody(req, SnapshotCreateRequest, true)) }),
   },
   {
     method: 'GET',

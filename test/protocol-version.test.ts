@@ -20,7 +20,9 @@ const RECORDED: Record<number, string> = {
   // protocol in the upgrade.
   // Additive (issue 27): a snapshot create may ask for rows as arrays (`row_form`), announced as
   // `snapshot_row_arrays`; only then do its pages carry `tables` and rows as arrays.
-  2: '283e39acc2641feacd257c05907093721be78b5e9beaff8ae59e4620d0eef82a',
+  // Additive (issue 27): a snapshot create may ask for its first page in the answer
+  // (`first_page_rows` → `first_page`), announced as `snapshot_first_page`.
+  2: '9540d79f71eee2204591ff1a0a7acc8460e7b8f572ccb37f59bf430841d8a8b4',
 };
 
 describe('protocol version', () => {

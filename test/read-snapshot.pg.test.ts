@@ -6,12 +6,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
 import { expectStatus, initEmpty, list, pushOk, uuid } from './support/write-helpers.js';
-import { rawGet, readSnapshot } from './support/read-helpers.js';
+import { rawGet, rawPost, readSnapshot } from './support/read-helpers.js';
 import { serverWrite } from '../core/sync/push/server-write.js';
 import { runMaintenance } from '../core/sync/maintenance/maintenance.js';
 import { defaultLimits } from '../core/limits.js';
 import { sql, type Db } from '../core/db/index.js';
-import { PROTOCOL_HEADER } from '../core/protocol/index.js';
+import { jsonStringBytes, PROTOCOL_HEADER } from '../core/protocol/index.js';
+import { pageBudgetBytes } from '../core/sync/context.js';
 import { nodesOf, planRecorder, renderBothWays, type PlanNode } from './support/plans.js';
 
 async function serverLists(db: Db, user: string, n: number): Promise<number> {
@@ -234,6 +235,32 @@ describe('snapshot chunks (layout 17)', () => {
     const v1Page = await page(v1.body.snapshot_id, 'max_rows=5000&row_form=arrays', {});
     expect(v1Page.body.tables).toBeUndefined();
     expect(v1Page.body.rows).toHaveLength(1105);
+  });
+
+  it("a create with first_page_rows answers the session's first page too, as its GET answers it, in either row form", async () => {
+    const c = s.client('first-page');
+    await initEmpty(c);
+    // An empty scope has no page to carry; a create that does not ask carries none.
+    const empty = await c.post('/sync/snapshot-sessions', { first_page_rows: 10 });
+    expectStatus(empty, 200);
+    expect(empty.body.row_count).toBe(0);
+    expect(empty.body.first_page).toBeUndefined();
+    await serverLists(s.t.db, 'first-page', 1234);
+    const plain = await c.post('/sync/snapshot-sessions', {});
+    expect(plain.body.first_page).toBeUndefined();
+    const v2 = { [PROTOCOL_HEADER]: '2' };
+    for (const [rows, form] of [[600, 'objects'], [5, 'arrays']] as const) {
+      const create = await c.request('POST', '/sync/snapshot-sessions', { first_page_rows: rows, row_form: form }, v2);
+      expectStatus(create, 200);
+      expect(create.roundTrips).toBe(2);
+      const { first_page: first, ...session } = create.body;
+      expect(session).toMatchObject({ row_count: 1234, snapshot_bundle_seq: plain.body.snapshot_bundle_seq });
+      const page = await c.request('GET', `/sync/snapshot-sessions/${session.snapshot_id}?after_row_ordinal=0&max_rows=${rows}&row_form=${form}`, undefined, v2);
+      expect(first, form).toEqual(page.body);
+      expect(first.rows).toHaveLength(rows);
+      expect(first.tables === undefined, form).toBe(form === 'objects');
+    }
+    expectStatus(await c.post('/sync/snapshot-sessions', { first_page_rows: 0 }), 400);
   });
 
   it('a second device at the same ceiling shares the rendered rows; a commit in between renders anew, and each stays frozen', async () => {
@@ -482,6 +509,15 @@ describe('a 100k-row snapshot', () => {
     expect(create.body.row_count).toBe(100_000);
     expect(create.body.snapshot_bundle_seq).toBe(1);
     expect(create.roundTrips).toBe(1);
+    // Its first page in the create's answer: cut by the same byte budget, less the session's fields
+    // (after a small request, for the catalog cache as above).
+    expectStatus(await c.get('/sync/pull?after_bundle_seq=0&max_bundles=1'), 200);
+    const withPage = await rawPost(s.url, c, '/sync/snapshot-sessions', { first_page_rows: 5000 });
+    expect(withPage.status, withPage.text.slice(0, 300)).toBe(200);
+    expect(jsonStringBytes(withPage.text) - 2).toBeLessThanOrEqual(pageBudgetBytes({ ...defaultLimits, maxResponseBytes }));
+    expect(withPage.body.first_page.rows.length).toBeGreaterThan(0);
+    expect(withPage.body.first_page.rows.length).toBeLessThan(5000);
+    expect(withPage.body.first_page.has_more).toBe(true);
 
     t0 = Date.now();
     const pages: { rows: number; bytes: number; roundTrips: number }[] = [];

@@ -19,6 +19,7 @@ export {
   SourceReplacementReason,
   SnapshotCreateRequest,
   SnapshotSession,
+  SnapshotCreated,
   SnapshotPage,
   SnapshotRowArray,
   SnapshotTable,

@@ -11,7 +11,7 @@ import { type ErrorCode } from '../errors.js';
 import { ConnectRequest, ConnectResponse } from './connect.js';
 import { CapabilitiesResponse, ErrorBody } from './meta.js';
 import { ChunkRequest, ChunkResponse, CommitResponse, PushSessionCreateRequest, PushSessionCreateResponse } from './push-session.js';
-import { CommittedBundlePage, PullResponse, ROW_FORMS, SnapshotCreateRequest, SnapshotPage, SnapshotSession, WatchResponse } from './read-path.js';
+import { CommittedBundlePage, PullResponse, ROW_FORMS, SnapshotCreateRequest, SnapshotCreated, SnapshotPage, WatchResponse } from './read-path.js';
 
 const int = z.int().check(z.gte(0));
 
@@ -166,7 +166,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'POST', path: '/sync/snapshot-sessions', auth: true, operationId: 'createSnapshot',
     summary: 'Freeze a snapshot of all the user\'s rows, optionally rotating to a new source.',
     body: { name: 'SnapshotCreateRequest', schema: SnapshotCreateRequest, optional: true },
-    ok: { status: 200, name: 'SnapshotSession', schema: SnapshotSession },
+    ok: { status: 200, name: 'SnapshotCreated', schema: SnapshotCreated },
     errors: ['source_replacement_invalid', 'source_retired', 'rate_limited'],
   },
   {

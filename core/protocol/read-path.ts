@@ -57,6 +57,11 @@ export const SnapshotCreateRequest = z.strictObject({
   source_replacement: z.optional(z.strictObject({ previous_source_id: sourceId, new_source_id: sourceId, reason: SourceReplacementReason })),
   /** Rows as arrays where the server offers them (capabilities' `snapshot_row_arrays`); default objects. */
   row_form: z.optional(RowForm),
+  /**
+   * The create answers the session's first page too, as `first_page`, of at most this many rows
+   * (capabilities' `snapshot_first_page`): one round trip fewer before a device writes rows.
+   */
+  first_page_rows: z.optional(z.int().check(z.gte(1), z.lte(Number.MAX_SAFE_INTEGER))),
 });
 export type SnapshotCreateRequest = z.infer<typeof SnapshotCreateRequest>;
 
@@ -88,6 +93,10 @@ export const SnapshotPage = z.object({
   has_more: z.boolean(),
 });
 export type SnapshotPage = z.infer<typeof SnapshotPage>;
+
+/** A create's answer: the session, with its first page where the create asked for it (`first_page_rows`). */
+export const SnapshotCreated = z.extend(SnapshotSession, { first_page: z.optional(SnapshotPage) });
+export type SnapshotCreated = z.infer<typeof SnapshotCreated>;
 
 export const WatchResponse = z.object({ latest_bundle_seq: count, changed: z.boolean() });
 export type WatchResponse = z.infer<typeof WatchResponse>;

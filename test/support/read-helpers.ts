@@ -19,10 +19,20 @@ export interface RawAnswer {
 const tokens = new Map<string, Promise<string>>();
 
 /** GET with the client's identity, keeping the body text exactly as sent. */
-export async function rawGet(url: string, c: ApiClient, path: string): Promise<RawAnswer> {
+export function rawGet(url: string, c: ApiClient, path: string): Promise<RawAnswer> {
+  return rawRequest(url, c, path);
+}
+
+/** POST of `body` as JSON with the client's identity, keeping the answer's text exactly as sent. */
+export function rawPost(url: string, c: ApiClient, path: string, body: unknown): Promise<RawAnswer> {
+  return rawRequest(url, c, path, body);
+}
+
+async function rawRequest(url: string, c: ApiClient, path: string, body?: unknown): Promise<RawAnswer> {
   let token = tokens.get(c.userId);
   if (!token) tokens.set(c.userId, (token = signToken(c.userId)));
-  const res = await fetch(url + path, { headers: { authorization: `Bearer ${await token}`, 'sync-source-id': c.sourceId } });
+  const headers = { authorization: `Bearer ${await token}`, 'sync-source-id': c.sourceId };
+  const res = await fetch(url + path, body === undefined ? { headers } : { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const buffer = Buffer.from(await res.arrayBuffer());
   const text = buffer.toString('utf8');
   return { status: res.status, text, bytes: buffer.byteLength, body: text ? JSON.parse(text) : undefined, roundTrips: Number(res.headers.get(ROUND_TRIPS_HEADER)) };

@@ -27,6 +27,8 @@ export const FEATURES = Object.freeze({
    * request, answered as commit answers (protocol §5.2).
    */
   single_request_push: true,
+  /** A snapshot create may answer the session's first page too (`first_page_rows`, protocol §5.6). */
+  snapshot_first_page: true,
 });
 
 export function capabilities(catalog: Catalog, limits: Limits, appName: string): CapabilitiesResponse {
