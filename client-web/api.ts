@@ -182,6 +182,13 @@ export interface ClientConfig {
    */
   readonly snapshotRowArrays?: boolean;
   /**
+   * A snapshot create asks for the session's first page in its answer, where the server offers it
+   * (capabilities' `snapshot_first_page`): the rows start one round trip sooner (an attach of a
+   * small user on a link adding 40 ms a request: 3 requests waited for instead of 4). Default
+   * true; false asks for every page with its own request.
+   */
+  readonly snapshotFirstPage?: boolean;
+  /**
    * Bundles per pull page, every page. Unset, the client sizes its pages: 25 bundles first (at most
    * the server's `default_bundles_per_pull`), then about 2,500 rows' worth from the rows a bundle
    * carried, at most `max_bundles_per_pull`, so the pages after the one being applied are asked

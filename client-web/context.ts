@@ -45,6 +45,8 @@ export interface ClientLimits {
   readonly pushInOneRequest: boolean;
   /** Snapshot rows are asked for as arrays (`snapshot_row_arrays`), unless the caller declined. */
   readonly snapshotRowArrays: boolean;
+  /** A snapshot create asks for the session's first page in its answer (`snapshot_first_page`), unless the caller declined. */
+  readonly snapshotFirstPage: boolean;
 }
 
 export interface ClientContext {
@@ -97,5 +99,6 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     watchMaxWaitSeconds: limit(caps, 'watch_max_wait_seconds', 25),
     pushInOneRequest: caps.features['single_request_push'] === true && config.pushInOneRequest !== false,
     snapshotRowArrays: caps.features['snapshot_row_arrays'] === true && config.snapshotRowArrays !== false,
+    snapshotFirstPage: caps.features['snapshot_first_page'] === true && config.snapshotFirstPage !== false,
   };
 }

@@ -23,6 +23,11 @@ export class PagesAhead<T> {
     return entry.settled;
   }
 
+  /** A page already in hand (one an earlier answer carried), taken like one asked for. */
+  seed(at: number, page: T): void {
+    this.asked.set(at, { settled: Promise.resolve({ page }), abort: new AbortController() });
+  }
+
   /** Whether the page starting at `at` is asked for. */
   has(at: number): boolean {
     return this.asked.has(at);

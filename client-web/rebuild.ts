@@ -10,7 +10,7 @@
  * next row ordinal in its own transaction (the step's own progress), so a crash resumes at the
  * next page; an expired or vanished session is answered as `vanished` and started over.
  */
-import { SnapshotSession, type SnapshotPage, type SourceReplacementReason } from '../core/protocol/read-path.js';
+import { type SnapshotCreated, type SnapshotPage, type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { applyTransaction, inApplyMode, stageSnapshotRows } from './apply.js';
 import { type ClientContext } from './context.js';
 import { ClientError, ClientErrorCode } from './errors.js';
@@ -18,7 +18,7 @@ import { resetStageTables, stagedTables } from './install.js';
 import { isCode, SOURCE_REFUSALS } from './http-errors.js';
 import { recordSnapshotProgress, type SnapshotDownload } from './state.js';
 import { type SyncHttpError } from './transport.js';
-import { SnapshotAnswer } from './wire.js';
+import { SnapshotAnswer, SnapshotCreatedAnswer } from './wire.js';
 import { PagesAhead, pagesAfter } from './pages-ahead.js';
 
 /** A rotation to request with the snapshot (protocol §10.5). */
@@ -33,14 +33,20 @@ export async function createSnapshotSession(ctx: ClientContext, rotation: Rotati
   const body = rotation
     ? { source_replacement: { previous_source_id: rotation.previousSourceId, new_source_id: rotation.newSourceId, reason: rotation.reason } }
     : {};
-  const create = (rowForm: boolean) =>
-    ctx.transport.request('POST', '/sync/snapshot-sessions', { body: rowForm ? { ...body, row_form: 'arrays' } : body, schema: SnapshotSession });
-  let session: SnapshotSession;
+  // The fields of newer servers (capabilities' features): rows as arrays, the first page in the answer.
+  const newer = {
+    ...(ctx.limits.snapshotRowArrays ? { row_form: 'arrays' } : {}),
+    ...(ctx.limits.snapshotFirstPage ? { first_page_rows: ctx.limits.pageRows } : {}),
+  };
+  const create = (asNewer: boolean) =>
+    ctx.transport.request('POST', '/sync/snapshot-sessions', { body: asNewer ? { ...body, ...newer } : body, schema: SnapshotCreatedAnswer });
+  let session: SnapshotCreated;
   try {
-    // A handler of a build before row_form (a deploy under way: capabilities answered by the new
-    // one) refuses the field as invalid_request: the same create without it is answered objects.
-    session = await create(ctx.limits.snapshotRowArrays).catch((error: unknown) => {
-      if (ctx.limits.snapshotRowArrays && isCode(error, 'invalid_request')) return create(false);
+    // A handler of a build before these fields (a deploy under way: capabilities answered by the
+    // new one) refuses them as invalid_request: the same create without them is answered objects.
+    const asNewer = Object.keys(newer).length > 0;
+    session = await create(asNewer).catch((error: unknown) => {
+      if (asNewer && isCode(error, 'invalid_request')) return create(false);
       throw error;
     });
   } catch (error) {
@@ -56,6 +62,7 @@ export async function createSnapshotSession(ctx: ClientContext, rotation: Rotati
       nextRowOrdinal: 0,
       expiresAt: session.expires_at,
       ...(session.row_count > 0 ? { bytesPerRow: session.byte_count / session.row_count } : {}),
+      ...(session.first_page ? { firstPage: session.first_page } : {}),
     },
   };
 }
@@ -87,12 +94,15 @@ export async function downloadSnapshot(ctx: ClientContext, download: SnapshotDow
   let next = download.nextRowOrdinal;
   let staged = await stagedTables(ctx.db, ctx.model);
   ctx.progress({ phase: 'hydrate', rowsDone: next, rowsTotal: download.rowCount });
+  // The first page came with the create: it counts as asked for, so as many requests go out ahead.
+  const firstPage = next === 0 ? download.firstPage : undefined;
+  if (firstPage) pages.seed(0, firstPage);
   try {
     // Pages of rows of the mean size that fill at most half a response come full unless a run of
     // wider rows cuts one short: then the first pages are asked for together, one round trip
     // sooner than after the first page (the guesses past a short page are abandoned as usual).
     if (download.bytesPerRow !== undefined && download.bytesPerRow * pageRows <= ctx.limits.maxResponseBytes / 2) {
-      pages.keep(pagesAfter(next, true, pageRows, ctx.limits.pagesAhead, download.rowCount));
+      pages.keep(pagesAfter(next, true, pageRows, ctx.limits.pagesAhead + (firstPage ? 1 : 0), download.rowCount));
     }
     let inflight = next < download.rowCount ? pages.take(next) : null;
     while (inflight) {

@@ -20,7 +20,7 @@ import { type ServerErrorCode } from './errors.js';
 import { type Facts } from './machine.js';
 import { type SqlValue, type SqliteStatements } from './sqlite/port.js';
 import { type ProtocolVersion } from '../core/protocol/version.js';
-import { type SourceReplacementReason } from '../core/protocol/read-path.js';
+import { type SnapshotPage, type SourceReplacementReason } from '../core/protocol/read-path.js';
 
 export interface AttachmentState {
   readonly userId: string | null;
@@ -98,6 +98,8 @@ export interface SnapshotDownload {
    * created the session only (not stored: a resumed download plans without it).
    */
   readonly bytesPerRow?: number;
+  /** The session's first page, where the create answered it (`snapshot_first_page`); not stored either. */
+  readonly firstPage?: SnapshotPage;
 }
 
 // ── Reads ───────────────────────────────────────────────────────────────────────────────────────

@@ -6,7 +6,7 @@
  */
 import * as z from 'zod/mini';
 import '../core/protocol/zod.js';
-import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage } from '../core/protocol/read-path.js';
+import { CommittedBundlePage, PulledBundle, PullResponse, SnapshotPage, SnapshotSession } from '../core/protocol/read-path.js';
 import { ChangedMessage } from '../core/protocol/notify.js';
 import { type CommittedRow } from '../core/protocol/rows.js';
 
@@ -35,5 +35,7 @@ export const CommittedRowsAnswer = z.extend(CommittedBundlePage, { rows: committ
 export const SnapshotAnswer = z.extend(SnapshotPage, { rows: z.array(z.unknown()) }).check(z.refine(
   (page) => (page.tables ? page.rows.every((r) => arrayRowShape(r, page.tables as Record<string, unknown>)) : page.rows.every((r) => rowShape(r, false))),
   'malformed snapshot row')) as unknown as z.ZodMiniType<SnapshotPage>;
+/** A snapshot create's answer, with the first page it may carry checked like any page. */
+export const SnapshotCreatedAnswer = z.extend(SnapshotSession, { first_page: z.optional(SnapshotAnswer) });
 /** A push notification, with the pull page it may carry checked like a pulled one. */
 export const NotifiedChange = z.extend(ChangedMessage, { pull: z.optional(PullAnswer) });

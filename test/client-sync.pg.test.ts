@@ -86,7 +86,7 @@ describe('web client: everyday sync', () => {
     await a.client.attach(user);
     for (const [ahead, most] of [[undefined, 3], [1, 1]] as const) {
       const { log, track } = snapshotPageLog();
-      const b = await device(user, { config: { pageRows: 2, ...(ahead ? { pagesAhead: ahead } : {}), fetch: (input, init) => track(input, () => fetch(input, init)) } });
+      const b = await device(user, { config: { pageRows: 2, snapshotFirstPage: false, ...(ahead ? { pagesAhead: ahead } : {}), fetch: (input, init) => track(input, () => fetch(input, init)) } });
       expect(await b.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 20 });
       await expectConverged(s, user, a, b);
       // Ten full pages of two rows: every guess lined up, nothing was asked for twice or past the end.
@@ -106,6 +106,7 @@ describe('web client: everyday sync', () => {
     const b = await device(user, {
       config: {
         pageRows: 2,
+        snapshotFirstPage: false,
         fetch: (input, init) => track(input, async () => {
           const url = new URL(input instanceof Request ? input.url : String(input));
           if (!isPage(url)) return fetch(input, init);
@@ -134,6 +135,7 @@ describe('web client: everyday sync', () => {
     const b = await device(user, {
       config: {
         pageRows: 2,
+        snapshotFirstPage: false,
         fetch: (input, init) => track(input, async () => {
           const url = new URL(input instanceof Request ? input.url : String(input));
           const after = isPage(url) ? Number(url.searchParams.get('after_row_ordinal')) : -1;
@@ -160,6 +162,47 @@ describe('web client: everyday sync', () => {
     expect([...abandoned.values()].every((signal) => signal.aborted)).toBe(true);
     // The full first page asked for three (2, 4, 6); the short one for 3 alone; full pages again from there.
     expect(log.afters).toEqual([0, 2, 4, 6, 3, 5, 7, 9, 11]);
+  });
+
+  it("a snapshot create's answer carries the first page: a small user hydrates without a page request, a larger one asks from the second page on", async () => {
+    const user = 'u-first-page';
+    const a = await device(user);
+    for (let i = 0; i < 9; i++) await write.list(a.db, uuid(), `list ${i}`, i);
+    await a.client.attach(user);
+    const creates: string[] = [];
+    /** `strip`: the create's answer loses its first page, as a server that did not render one (a container's first request). */
+    const hydrate = async (pageRows: number, strip = false) => {
+      const { log, track } = snapshotPageLog();
+      const b = await device(user, {
+        config: {
+          pageRows,
+          fetch: (input, init) => track(input, async () => {
+            const url = new URL(input instanceof Request ? input.url : String(input));
+            if (url.pathname !== '/sync/snapshot-sessions' || init?.method !== 'POST') return fetch(input, init);
+            creates.push(String(init.body));
+            const res = await fetch(input, init);
+            if (!strip) return res;
+            const { first_page: _, ...session } = (await res.json()) as Record<string, unknown>;
+            const headers = new Headers(res.headers);
+            headers.delete('content-encoding');
+            headers.delete('content-length');
+            return Response.json(session, { status: res.status, headers });
+          }),
+        },
+      });
+      expect(await b.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 9 });
+      await expectConverged(s, user, a, b);
+      return log;
+    };
+    // Pages of 10: the 9 rows came with the create.
+    expect((await hydrate(10)).afters).toEqual([]);
+    // Pages of 2: rows 0–1 came with the create; 2, 4 and 6 were asked for together, then 8.
+    const paged = await hydrate(2);
+    expect(paged.afters).toEqual([2, 4, 6, 8]);
+    expect(paged.mostOut).toBe(3);
+    // An answer without the page: the page is asked for.
+    expect((await hydrate(2, true)).afters).toEqual([0, 2, 4, 6, 8]);
+    expect(creates.map((body) => JSON.parse(body).first_page_rows)).toEqual([10, 2, 2]);
   });
 
   it('a snapshot create refused as invalid_request for its row_form (a handler of an older build, mid-deploy) is asked again without it, and hydrates objects', async () => {
@@ -191,6 +234,7 @@ describe('web client: everyday sync', () => {
     });
     expect(await b.client.attach(user)).toMatchObject({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 31 });
     expect(creates.map((c) => c.includes('row_form'))).toEqual([true, false]);
+    expect(creates.map((c) => c.includes('first_page_rows'))).toEqual([true, false]);
     expect(pages.length).toBeGreaterThan(0);
     await expectConverged(s, user, a, b);
   });
