@@ -184,7 +184,7 @@ export interface ClientConfig {
   /**
    * A snapshot create asks for the session's first page in its answer, where the server offers it
    * (capabilities' `snapshot_first_page`): the rows start one round trip sooner (an attach of a
-   * small user on a link adding 40 ms a request: 3 requests waited for instead of 4). Default
+   * small user on a link adding 40 ms a request: 2 requests waited for instead of 3). Default
    * true; false asks for every page with its own request.
    */
   readonly snapshotFirstPage?: boolean;
