@@ -7,7 +7,7 @@ export { createAndStage, createPushSession, uploadChunk, deletePushSession } fro
 export { commitPush, type CommitOutcome, type Violation } from './push/commit.js';
 export { committedBundleRows } from './read/committed-rows.js';
 export { pull, watch, type PullParams } from './read/pull.js';
-export { createSnapshot, createSnapshotWithPage, snapshotPage, deleteSnapshot } from './snapshot/snapshot.js';
+export { createSnapshotWithPage, snapshotPage, deleteSnapshot } from './snapshot/snapshot.js';
 export { capabilities, health, status, flushPendingCounters, FEATURES, type Health } from './meta/meta.js';
 export { PendingCounters } from './meta/counters.js';
 export { serverWrite, type ServerWriteOptions, type ServerWriteResult } from './push/server-write.js';

@@ -6,7 +6,7 @@ import { unwrap, unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson
 import { snapshotFormArgument } from '../wire-form.js';
 
 /** Materialises the snapshot with one set-based statement; one round trip. */
-export async function createSnapshot(ctx: SyncContext, actor: Actor, request: SnapshotCreateRequest): Promise<SnapshotSession> {
+async function createSnapshot(ctx: SyncContext, actor: Actor, request: SnapshotCreateRequest): Promise<SnapshotSession> {
   const replacement = request.source_replacement;
   const [row] = await ctx.db.query<{ answer: unknown }>(sql`
     SELECT sync.snapshot_create(${actor.userId}, ${actor.sourceId}, ${replacement?.previous_source_id ?? null},
