@@ -6,6 +6,8 @@
  * - a connection that silently stops answering (black-holed) is given up after the client-side
  *   query timeout: 503 (commit_outcome_unknown for a commit), and it serves again once the path
  *   is back;
+ * - a commit cancelled while it waits (57014 with no statement bound behind it) is a 503 to retry,
+ *   not the statement bound's answer to split the bundle;
  * - in Lambda the request's deadline follows the function's remaining time;
  * - bootstrap installs the bounds: a lock bound on every managed function a request calls, and
  *   the role's settings in this database (unless SYNC_ROLE_TIMEOUTS=off).
@@ -106,6 +108,51 @@ describe('one user must not hurt the others', () => {
     }
     // Nothing was lost: the same sessions commit once the row is free.
     for (const [i, d] of devices.entries()) expectStatus(await d.post(`/sync/push-sessions/${sessions[i]}/commit`), 200);
+  });
+});
+
+describe('a commit cancelled while it waits', () => {
+  it('is a 503 to retry the same commit, not a bundle to split; the same session commits afterwards', async () => {
+    // No statement bound anywhere (the default), and a lock bound far behind the runtime's own
+    // query timeout: nothing but the cancel below can stop the commit's wait.
+    const url = await createDatabase(inject('pgAdminUrl'), 'cancel');
+    await bootstrapAppSchema(url, { ...defaultLimits, lockTimeoutMs: 600_000 });
+    const s = await serve(url, runtimePoolOptions(url, 4));
+    const alice = s.client('alice');
+    await initEmpty(alice);
+    const session = await staged(alice, [list(uuid(), 'waits, is cancelled, commits')]);
+
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    cleanups.push(() => admin.end());
+    const watcher = new pg.Client({ connectionString: url });
+    await watcher.connect();
+    cleanups.push(() => watcher.end());
+    await admin.query('BEGIN');
+    await admin.query(`SELECT 1 FROM sync.user_state WHERE user_id = 'alice' FOR UPDATE`);
+    let answer: ApiAnswer;
+    try {
+      const commit = alice.post(`/sync/push-sessions/${session}/commit`);
+      // An order, not a time: the commit is cancelled once it is seen waiting for alice's row.
+      let cancelled = false;
+      while (!cancelled) {
+        // A fresh view each time: inside admin's transaction pg_stat_activity would not change.
+        const waiting = await watcher.query(`SELECT pg_cancel_backend(pid) AS sent FROM pg_stat_activity
+          WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%sync.push_commit(%'`);
+        cancelled = waiting.rows.some((r) => r.sent === true);
+        if (!cancelled) await sleep(20);
+      }
+      answer = await commit;
+    } finally {
+      await admin.query('ROLLBACK');
+    }
+    // 57014 with no statement bound set is a cancel: retry, as for any transient condition. Read
+    // as the statement bound it would tell the client to split a one-row bundle it cannot split.
+    expectStatus(answer, 503, 'service_unavailable');
+    expect(answer.headers.get('retry-after')).not.toBeNull();
+    const retry = await alice.post(`/sync/push-sessions/${session}/commit`);
+    expectStatus(retry, 200);
+    expect(retry.body).toMatchObject({ status: 'committed', source_bundle_id: 1 });
   });
 });
 

@@ -25,8 +25,30 @@ export type CommitOutcome =
   | { readonly kind: 'conflict'; readonly message: string; readonly conflict: Conflict; readonly conflicts: readonly Conflict[]; readonly conflictCount: number }
   | { readonly kind: 'rejected'; readonly message: string; readonly violation: Violation };
 
-/** query_canceled: the statement bound (statement_timeout) stopped the statement, which rolled back. */
-const STATEMENT_TIMEOUT_SQLSTATE = '57014';
+/**
+ * query_canceled: the statement rolled back, stopped by the statement bound (statement_timeout)
+ * or by a cancel. Only the message text tells them apart, and it is translated (lc_messages).
+ */
+const QUERY_CANCELED_SQLSTATE = '57014';
+
+/**
+ * Whether a 57014 was the statement bound rather than a cancel (an operator's pg_cancel_backend,
+ * or any other sender; one was seen with no statement bound set at all). The bound can only stop
+ * a statement that ran at least as long as the session's statement_timeout, and the time measured
+ * here, around the whole request to the pool, is never shorter than the statement's own. A cancel
+ * is a 503 to retry the same commit: telling the client to split would cut a bundle for nothing.
+ * When the setting cannot be read, the answer stays a split: a bound retried as a 503 would come
+ * back without end (issue 26 item 8), a needless split only commits in two bundles.
+ */
+async function stoppedByStatementBound(ctx: SyncContext, elapsedMs: number): Promise<boolean> {
+  try {
+    const [row] = await ctx.db.query<{ ms: number }>(sql`SELECT setting::int AS ms FROM pg_settings WHERE name = 'statement_timeout'`);
+    const boundMs = row?.ms ?? 0;
+    return boundMs > 0 && elapsedMs >= boundMs;
+  } catch {
+    return true;
+  }
+}
 
 /**
  * SQLSTATEs after which a statement certainly did not commit. Anything else that breaks the
@@ -227,6 +249,7 @@ function tooLargeRow(error: unknown): Violation | null {
 
 export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string): Promise<CommitOutcome> {
   let answer: unknown;
+  const started = performance.now();
   try {
     const [row] = await ctx.db.query<{ answer: unknown }>(sql`
       SELECT sync.push_commit(${actor.userId}, ${actor.sourceId}, ${pushId}::uuid, ${ctx.limits.maxConflictsPerAnswer},
@@ -241,7 +264,7 @@ export async function commitPush(ctx: SyncContext, actor: Actor, pushId: string)
     // The statement bound stopped the commit (under load a large bundle can take longer than the
     // bound, however long the bound is): nothing committed, and the same bundle would stop again.
     // A typed answer that tells the client to split it, never a 503 it would retry without end.
-    if ((error as { code?: unknown }).code === STATEMENT_TIMEOUT_SQLSTATE) {
+    if ((error as { code?: unknown }).code === QUERY_CANCELED_SQLSTATE && (await stoppedByStatementBound(ctx, performance.now() - started))) {
       throw new SyncError('payload_too_large',
         `the commit did not finish within statement_timeout_ms (${ctx.limits.statementTimeoutMs}); nothing was committed: split the bundle into smaller ones`,
         { split: true, reason: 'commit_timeout' });
