@@ -32,13 +32,17 @@ export type CommitOutcome =
 const QUERY_CANCELED_SQLSTATE = '57014';
 
 /**
- * Whether a 57014 was the statement bound rather than a cancel (an operator's pg_cancel_backend,
- * or any other sender; one was seen with no statement bound set at all). The bound can only stop
- * a statement that ran at least as long as the session's statement_timeout, and the time measured
- * here, around the whole request to the pool, is never shorter than the statement's own. A cancel
- * is a 503 to retry the same commit: telling the client to split would cut a bundle for nothing.
- * When the setting cannot be read, the answer stays a split: a bound retried as a 503 would come
- * back without end (issue 26 item 8), a needless split only commits in two bundles.
+ * Whether a 57014 was the statement bound rather than a cancel. A cancel is an operator's
+ * pg_cancel_backend, or the lock bound itself when it fires just as one lock wait ends and the
+ * next begins: the next wait re-arms lock_timeout, which clears the mark PostgreSQL reads to name
+ * the cause, and the error says "due to user request" (most likely what was seen once under load,
+ * six commits queued on one row, with no statement bound set at all).
+ * The bound can only stop a statement that ran at least as long as the session's
+ * statement_timeout, and the time measured here, around the whole request to the pool, is never
+ * shorter than the statement's own. A cancel is a 503 to retry the same commit: telling the client
+ * to split would cut a bundle for nothing. When the setting cannot be read, the answer stays a
+ * split: a bound retried as a 503 would come back without end (issue 26 item 8), and a needless
+ * split only commits in two bundles.
  */
 async function stoppedByStatementBound(ctx: SyncContext, elapsedMs: number): Promise<boolean> {
   try {
