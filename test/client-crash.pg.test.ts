@@ -224,7 +224,7 @@ describe('client crash safety', () => {
   async function killInProcess(w: World, phase: Phase, killAt: number): Promise<string[]> {
     const sw = killSwitch();
     sw.killAt = killAt;
-    const db = await openNodeSqlite({ path: w.path });
+    const db = await openNodeSqlite({ path: w.path, durable: false });
     await db.exec(LOCAL_APP_SQL);
     const client = await openClient({
       baseUrl: s.url, getToken: () => signToken(w.user), db: crashingDb(db, sw), tables: LOCAL_APP_TABLES,

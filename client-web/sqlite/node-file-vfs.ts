@@ -63,6 +63,16 @@ export class NodeFileVfs extends Base {
   private readonly files = new Map<number, OpenFile>();
 
   /**
+   * @param durable false: xSync does not flush to the disk. A killed process loses nothing that
+   *   way (its writes are in the operating system's cache, where a reopen reads them), only a
+   *   power cut or a kernel crash could; SQLite itself behaves exactly as with a flush. For tests
+   *   of process crashes and throwaway databases, where a flush is waiting for nothing.
+   */
+  constructor(private readonly durable = true) {
+    super();
+  }
+
+  /**
    * wa-sqlite 1.0's minified glue ignores mxPathName (it always allots 64 bytes), so databases
    * are opened under a short alias ("/db3") that this map turns back into the real path; SQLite
    * derives the journal's name ("/db3-journal") from the alias, so suffixes carry over.
@@ -160,6 +170,7 @@ export class NodeFileVfs extends Base {
   override xSync(fileId: number, flags: number): number {
     const file = this.files.get(fileId);
     if (!file) return VFS.SQLITE_IOERR_FSYNC;
+    if (!this.durable) return VFS.SQLITE_OK;
     try {
       if (flags & VFS.SQLITE_SYNC_DATAONLY) fdatasyncSync(file.fd);
       else fsyncSync(file.fd);

@@ -48,6 +48,11 @@ async function newModule(): Promise<WaSqliteModule> {
 export interface NodeSqliteOptions {
   /** A database file on disk (created if missing); without it, a fresh in-memory database. */
   path?: string;
+  /**
+   * With `path`: false skips the flush to the disk at each commit (NodeFileVfs). The database
+   * survives a killed process all the same, not a power cut. Default true.
+   */
+  durable?: boolean;
 }
 
 /**
@@ -63,7 +68,7 @@ export async function openNodeSqlite(options: NodeSqliteOptions = {}): Promise<S
   if (options.path === undefined) {
     db = await sqlite3.open_v2(':memory:', flags);
   } else {
-    const vfs = new NodeFileVfs();
+    const vfs = new NodeFileVfs(options.durable ?? true);
     sqlite3.vfs_register(vfs, false);
     db = await sqlite3.open_v2(vfs.alias(resolve(options.path)), flags, vfs.name);
   }

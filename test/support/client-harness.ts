@@ -53,7 +53,10 @@ export async function openDevice(server: TestServer, user: string, options: Devi
     },
   };
   const open = async () => {
-    device.db = await openNodeSqlite(options.path ? { path: options.path } : {});
+    // A file without the flush at each commit: what these tests kill is a process, never the
+    // power, and a killed process's writes survive in the OS cache (test/sqlite-port.test.ts
+    // keeps the flushing VFS under test).
+    device.db = await openNodeSqlite(options.path ? { path: options.path, durable: false } : {});
     await device.db.exec(options.schemaSql ?? LOCAL_APP_SQL);
     device.client = await openClient({
       baseUrl: options.url ?? server.url,
