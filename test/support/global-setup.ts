@@ -8,6 +8,7 @@ import type { TestProject } from 'vitest/node';
 import { startPgServer, type PgMajor } from './pg-server.js';
 import { startPgBouncer } from './pgbouncer.js';
 import { startWsForwarder } from './ws-forwarder.js';
+import { createAppTemplate } from './app-template.js';
 
 /** How runtime pools reach the server: directly, through PgBouncer, or over the Neon driver. */
 export interface PgRuntime {
@@ -23,6 +24,8 @@ declare module 'vitest' {
     pgAdminUrl: string;
     pgMajor: number;
     pgRuntime: PgRuntime;
+    /** The bootstrapped app database default test databases are copied from (test/support/app-template.ts). */
+    pgAppTemplate: string;
   }
 }
 
@@ -42,6 +45,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     runtime = { driver: 'neon', neonWsProxy: forwarder.proxy };
   }
   project.provide('pgAdminUrl', server.adminUrl);
+  const template = await createAppTemplate(server.adminUrl, project.name);
+  // Dropped before its server stops (the last of `stops`), which matters only for DATABASE_URL.
+  stops.splice(stops.length - 1, 0, template.drop);
+  project.provide('pgAppTemplate', template.name);
   project.provide('pgMajor', major);
   project.provide('pgRuntime', runtime);
   return async () => {

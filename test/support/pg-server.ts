@@ -98,13 +98,16 @@ export async function startPgServer(major: PgMajor): Promise<PgServer> {
 
 let counter = 0;
 
-/** Creates a fresh, empty database on the server and returns its connection string. */
-export async function createDatabase(adminUrl: string, prefix = 't'): Promise<string> {
+/**
+ * Creates a fresh database on the server and returns its connection string: empty, or a copy of
+ * `template` (test/support/app-template.ts).
+ */
+export async function createDatabase(adminUrl: string, prefix = 't', template?: string): Promise<string> {
   const name = `${prefix}_${process.pid}_${Date.now().toString(36)}_${(counter++).toString(36)}`;
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    await client.query(`CREATE DATABASE "${name}"`);
+    await client.query(`CREATE DATABASE "${name}"${template ? ` TEMPLATE "${template}"` : ''}`);
   } finally {
     await client.end();
   }

@@ -59,8 +59,12 @@ export function adminHandle(admin: pg.Client): Pick<TestDb, 'exec' | 'operator'>
   };
 }
 
-export async function openTestDb(options: { schemaSql?: string; prefix?: string } = {}): Promise<TestDb> {
-  const url = await createDatabase(inject('pgAdminUrl'), options.prefix ?? 't');
+/**
+ * A fresh database: empty but for `schemaSql`, or with `template: true` a copy of the app
+ * database the real bootstrap prepared once for this server (test/support/app-template.ts).
+ */
+export async function openTestDb(options: { schemaSql?: string; prefix?: string; template?: boolean } = {}): Promise<TestDb> {
+  const url = await createDatabase(inject('pgAdminUrl'), options.prefix ?? 't', options.template ? inject('pgAppTemplate') : undefined);
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   if (options.schemaSql) await admin.query(options.schemaSql);
@@ -77,8 +81,9 @@ export async function openTestDb(options: { schemaSql?: string; prefix?: string 
   };
 }
 
-/** A fresh database with the app schema, bootstrapped. */
+/** A fresh database with the app schema, bootstrapped (copied from the template when it is the default). */
 export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TABLES, seedSql?: string): Promise<TestDb> {
+  if (tables === APP_TABLES && !seedSql) return openTestDb({ template: true });
   const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL + (seedSql ?? '') });
   await bootstrap(t.db, { tables });
   return t;

@@ -104,6 +104,7 @@ export interface TestServerOptions {
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  if (options.schemaSql === undefined && options.tables === undefined) return serveTestDb(await openTestDb({ template: true }), options);
   const t = await openTestDb({ schemaSql: options.schemaSql ?? APP_SCHEMA_SQL });
   await bootstrap(t.db, { tables: options.tables ?? APP_TABLES });
   return serveTestDb(t, options);
