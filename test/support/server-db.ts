@@ -3,10 +3,11 @@ import { inject } from 'vitest';
 import pg from 'pg';
 import { Db, createPool, type PoolOptions } from '../../core/db/index.js';
 import { bootstrap, BOOTSTRAP_LOCK_KEY } from '../../core/bootstrap/bootstrap.js';
-import { type TimeBounds } from '../../core/bootstrap/bounds.js';
 import { type RegisteredTableDecl } from '../../core/config.js';
 import { defaultLimits } from '../../core/limits.js';
 import { createDatabase } from './pg-server.js';
+// Lives beside the template (no vitest import there, so globalSetup can use it); re-exported for the suites.
+export { bootstrapAppSchema } from './app-template.js';
 import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
 
 export interface TestDb {
@@ -87,22 +88,4 @@ export async function openAppDb(tables: readonly RegisteredTableDecl[] = APP_TAB
   const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL + (seedSql ?? '') });
   await bootstrap(t.db, { tables });
   return t;
-}
-
-/**
- * Creates the app schema in the database at `url` and bootstraps it over a direct connection of
- * its own (for tests whose database is not the shared test server's, or is reached directly).
- * `roleBounds`: bootstrap also sets the role's timeouts in the database (RoleTimeouts=on).
- */
-export async function bootstrapAppSchema(url: string, bounds?: TimeBounds, roleBounds = false): Promise<void> {
-  const setup = new pg.Client({ connectionString: url });
-  await setup.connect();
-  await setup.query(APP_SCHEMA_SQL);
-  await setup.end();
-  const pool = await createPool({ connectionString: url, max: 2, driver: 'pg' });
-  try {
-    await bootstrap(new Db(pool, defaultLimits), { tables: APP_TABLES, roleBounds, ...(bounds ? { bounds } : {}) });
-  } finally {
-    await pool.end();
-  }
 }
