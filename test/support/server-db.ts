@@ -6,9 +6,10 @@ import { bootstrap, BOOTSTRAP_LOCK_KEY } from '../../core/bootstrap/bootstrap.js
 import { type RegisteredTableDecl } from '../../core/config.js';
 import { defaultLimits } from '../../core/limits.js';
 import { createDatabase } from './pg-server.js';
+import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
+
 // Lives beside the template (no vitest import there, so globalSetup can use it); re-exported for the suites.
 export { bootstrapAppSchema } from './app-template.js';
-import { APP_SCHEMA_SQL, APP_TABLES } from './schemas.js';
 
 export interface TestDb {
   /** Direct URL of the database (admin work, `pg` clients of the test itself). */
