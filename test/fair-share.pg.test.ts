@@ -60,6 +60,7 @@ describe('the pool: nothing sent is no unknown outcome; status floods hold one p
   it('32 requests on /syncx/status waiting on a lock hold one connection; a user\'s pull is served meanwhile', async () => {
     await alice.get('/sync/pull?after_bundle_seq=0'); // the catalog is loaded
     const admin = new pg.Client({ connectionString: s.t.url });
+    // pg_stat_activity is read outside admin's transaction, as test/timeouts.pg.test.ts reads it.
     const watcher = new pg.Client({ connectionString: s.t.url });
     await admin.connect();
     await watcher.connect();
