@@ -5,29 +5,37 @@ import { SkipSummary, type SkippedProject } from './test/support/skip-summary.js
 // Suites are named by what they need: `*.test.ts` pure, `*.pg.test.ts` real PostgreSQL (run on
 // 16 and 17), `*.web.test.ts` a real browser. Each PostgreSQL project starts its own server.
 // The client model suites (random convergence under faults, a kill at every await point) test
-// the client, not the database: they run once, on 17 direct, where they take minutes; every other
-// client suite runs on every project.
+// the client, not the database: they run once, on 17 direct, where they take minutes; the other
+// suites of the client's state machine run on 17 (CLIENT_SUITES below).
 const CLIENT_MODEL_SUITES = ['test/convergence*.pg.test.ts', 'test/client-crash*.pg.test.ts'];
 // `npm start` as a process (its own embedded PostgreSQL 17), the README's example and the OpenAPI
 // conformance round (what they check no pool route changes): once, on pg17.
 // The attack suite waits out fixed attack windows and lock bounds (~40 s), and the built bundles
 // are the same SQL as the runtime every project already runs: what they add is the fairness of
-// the pool and the Lambda packaging, which no PostgreSQL major changes.
+// the pool and the Lambda packaging, which no PostgreSQL major changes. The 100k-row snapshot
+// checks the byte budget at scale (its server write alone takes 10-16 s on a busy machine); its
+// paging is the SQL read-snapshot runs on every project at 1,234 rows.
 const ONCE_SUITES = [
   ...CLIENT_MODEL_SUITES, 'test/local-runtime.pg.test.ts', 'test/readme-example.pg.test.ts', 'test/openapi-conformance.pg.test.ts',
-  'test/attack-perf.pg.test.ts', 'test/built-bundles.pg.test.ts',
+  'test/attack-perf.pg.test.ts', 'test/built-bundles.pg.test.ts', 'test/read-snapshot-scale.pg.test.ts',
 ];
-// The model suites' pinned regressions replay client histories: on 17, direct and through
-// PgBouncer (a client retrying across pooled connections), not again on 16 and over the Neon
-// driver, whose differences every server suite covers.
-const CLIENT_REGRESSIONS = ['test/regressions/convergence-pinned.pg.test.ts'];
+// Suites of the client's own state machine (recovery paths, one bad row, the quarantine, the
+// loop, the defects found from outside) and the model suites' pinned regressions drive the same
+// server SQL as the server suites: on 17, direct and through PgBouncer (a client retrying across
+// pooled connections), not again on 16 and over the Neon driver, whose differences every server
+// suite covers. The client suites that check values end to end (client-sync's wire types,
+// value-fidelity, client-wire-values) stay on every project.
+const CLIENT_SUITES = [
+  'test/regressions/convergence-pinned.pg.test.ts', 'test/client-recovery.pg.test.ts', 'test/client-one-bad-row.pg.test.ts',
+  'test/client-quarantine.pg.test.ts', 'test/client-loop.pg.test.ts', 'test/client-defects.pg.test.ts',
+];
 
 const pgProject = (major: 16 | 17) => ({
   extends: true as const,
   test: {
     name: `pg${major}`,
     include: ['test/**/*.pg.test.ts'],
-    exclude: major === 17 ? [] : [...ONCE_SUITES, ...CLIENT_REGRESSIONS],
+    exclude: major === 17 ? [] : [...ONCE_SUITES, ...CLIENT_SUITES],
     globalSetup: ['test/support/global-setup.ts'],
   },
 });
@@ -41,7 +49,7 @@ const pooledProject = (name: 'pgbouncer17' | 'neon17') => ({
   test: {
     name,
     include: ['test/**/*.pg.test.ts'],
-    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...ONCE_SUITES, ...(name === 'neon17' ? CLIENT_REGRESSIONS : [])],
+    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...ONCE_SUITES, ...(name === 'neon17' ? CLIENT_SUITES : [])],
     globalSetup: ['test/support/global-setup.ts'],
   },
 });

@@ -7,21 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, type ApiClient } from './support/server.js';
 import { expectStatus, initEmpty, item, list, pushOk, uuid } from './support/write-helpers.js';
-import { bundleRows, pullAll, rawGet, snapshotAll, type RawAnswer } from './support/read-helpers.js';
-import { serverWrite } from '../core/sync/push/server-write.js';
+import { bundleRows, pullAll, rawGet, serverLists, snapshotAll, type RawAnswer } from './support/read-helpers.js';
 import { runMaintenance } from '../core/sync/maintenance/maintenance.js';
 import { defaultLimits, limitsFromEnv } from '../core/limits.js';
-import { type Db } from '../core/db/index.js';
-import { sql } from '../core/db/index.js';
-
-/** One server-originated bundle for `user`: `n` new lists. */
-async function serverLists(db: Db, user: string, n: number, retained = defaultLimits.retainedBundlesPerUser): Promise<number> {
-  const { bundle } = await serverWrite(db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: retained }, async (tx, scope) => {
-    await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title, position)
-      SELECT gen_random_uuid(), ${scope}, 'server list ' || g, g FROM generate_series(1, ${n}) g`);
-  });
-  return Number(bundle?.bundle_seq);
-}
 
 /** The committed log as the server stores it, for comparison with what pull hands out. */
 async function committedLog(s: TestServer, user: string): Promise<any[]> {

@@ -4,6 +4,9 @@
  * frozen ceiling or a snapshot to its end, checking the paging invariants on every page.
  */
 import { expect } from 'vitest';
+import { sql, type Db } from '../../core/db/index.js';
+import { defaultLimits } from '../../core/limits.js';
+import { serverWrite } from '../../core/sync/push/server-write.js';
 import { ROUND_TRIPS_HEADER } from '../../functions/index.js';
 import { signToken, type ApiClient } from './server.js';
 import { bundleHash, expectStatus } from './write-helpers.js';
@@ -14,6 +17,15 @@ export interface RawAnswer {
   readonly bytes: number;
   readonly body: any;
   readonly roundTrips: number;
+}
+
+/** One server-originated bundle for `user`: `n` new lists ('server list 1'…). Its bundle_seq. */
+export async function serverLists(db: Db, user: string, n: number, retained = defaultLimits.retainedBundlesPerUser): Promise<number> {
+  const { bundle } = await serverWrite(db, { userId: user, sourceId: 'server:test', retainedBundlesPerUser: retained }, async (tx, scope) => {
+    await tx.query(sql`INSERT INTO app.lists (id, _sync_scope_id, title, position)
+      SELECT gen_random_uuid(), ${scope}, 'server list ' || g, g FROM generate_series(1, ${n}) g`);
+  });
+  return Number(bundle?.bundle_seq);
 }
 
 const tokens = new Map<string, Promise<string>>();
