@@ -6,7 +6,9 @@
  *   create ─▶ chunks ─▶ commit ─▶ committed
  *   create carrying the rows ─▶ committed   (a bundle that fits one request, when the server
  *     │                                      offers `single_request_push`: one round trip; its
- *     │                                      failures are those below, answered by the create)
+ *     │                                      failures are those below, answered by the create;
+ *     │                                      a payload_too_large without split is pushed
+ *     │                                      staged, whose answers tell the bundle from a row)
  *     │ already_committed ─────▶ committed (alreadyCommitted: a lost answer, §10.2)
  *     │ scope refusals ────────▶ scope_refused      (connect again)
  *     │ source refusals ───────▶ source_refused     (§10.5, recovery is explicit)
@@ -163,12 +165,17 @@ function conflictsOf(error: SyncHttpError, rows: readonly OutboxRow[]): PushAtte
  * What a create that carried the bundle's rows answered when it did not commit: the outcome, or
  * `again` (a new session, same tuple and hash: the server drops the one it opened), or `staged`
  * (push this bundle through create, chunks and commit, whose answers say more precisely what a
- * `payload_too_large` is about: the bundle, one row, or the commit's time bound).
+ * `payload_too_large` is about: the bundle or one row). A commit that outran the server's time
+ * bound (`split: true`) is answered as the staged commit's would be: staging the same rows would
+ * only run the same commit into the bound again.
  */
 function oneRequestOutcome(error: unknown, rows: readonly OutboxRow[]): PushAttempt | 'again' | 'staged' | null {
   if (isCode(error, 'push_conflict')) return conflictsOf(error, rows);
   if (isCode(error, 'push_rejected', 'invalid_request')) return { kind: 'rejected', rejection: rejectionOf(error) };
   if (isCode(error, 'push_session_not_found', 'push_session_expired', 'commit_outcome_unknown')) return 'again';
+  if (isCode(error, 'payload_too_large') && error.body['split'] === true) {
+    return rows.length > 1 ? { kind: 'too_large' } : { kind: 'rejected', rejection: rejectionOf(error) };
+  }
   if (isCode(error, 'payload_too_large', 'push_chunk_out_of_order', 'push_incomplete')) return 'staged';
   return null;
 }

@@ -59,7 +59,19 @@ describe('a commit that outruns the statement bound is a typed answer to split, 
   });
 
   it('the client splits the bundle until every row that can commit has, and sets the slow row aside', async () => {
-    const d = await openDevice(s, 'bob', { config: { onRejected: 'quarantine' } });
+    // Every push request the client sends: its rows (a create carrying them) and its answer.
+    const pushes: { path: string; rows: number | null; status: number; split: boolean }[] = [];
+    const recording: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      const path = new URL(String(input instanceof Request ? input.url : input)).pathname;
+      if (path.startsWith('/sync/push-sessions')) {
+        const sent = typeof init?.body === 'string' ? (JSON.parse(init.body) as { rows?: unknown[] }) : {};
+        const answer = (await response.clone().json().catch(() => ({}))) as { split?: unknown };
+        pushes.push({ path, rows: sent.rows?.length ?? null, status: response.status, split: answer.split === true });
+      }
+      return response;
+    };
+    const d = await openDevice(s, 'bob', { config: { onRejected: 'quarantine', fetch: recording } });
     devices.push(d);
     await d.client.attach('bob');
     const ids = Array.from({ length: 8 }, () => uuid());
@@ -70,5 +82,16 @@ describe('a commit that outruns the statement bound is a typed answer to split, 
     expect(server).toEqual(['list 0', 'list 1', 'list 2', 'list 3', 'list 4', 'list 6', 'list 7']);
     const quarantined = await d.client.quarantined();
     expect(quarantined.map((q) => [q.key, q.code, q.row?.['title']])).toEqual([[ids[5], 'payload_too_large', 'slow']]);
+    // Each bundle ran into the bound once: these bundles fit one request, and a split answer to
+    // one is acted on at once, never staged to run the same commit into the bound again.
+    const split = pushes.filter((p) => p.split);
+    expect(split.length).toBeGreaterThan(1);
+    expect(split.every((p) => p.status === 413 && p.path === '/sync/push-sessions' && p.rows !== null)).toBe(true);
+    expect(pushes.filter((p) => p.path.endsWith('/commit'))).toEqual([]);
+    // Each split bundle had fewer rows than the one before, down to the slow row alone.
+    const sizes = split.map((p) => p.rows);
+    expect(sizes).toEqual([...sizes].sort((a, b) => Number(b) - Number(a)));
+    expect(new Set(sizes).size).toBe(sizes.length);
+    expect(sizes.at(-1)).toBe(1);
   });
 });
