@@ -88,10 +88,14 @@ describe('a commit that outruns the statement bound is a typed answer to split, 
     expect(split.length).toBeGreaterThan(1);
     expect(split.every((p) => p.status === 413 && p.path === '/sync/push-sessions' && p.rows !== null)).toBe(true);
     expect(pushes.filter((p) => p.path.endsWith('/commit'))).toEqual([]);
-    // Each split bundle had fewer rows than the one before, down to the slow row alone.
-    const sizes = split.map((p) => p.rows);
-    expect(sizes).toEqual([...sizes].sort((a, b) => Number(b) - Number(a)));
-    expect(new Set(sizes).size).toBe(sizes.length);
-    expect(sizes.at(-1)).toBe(1);
+    // A split bundle of n rows is followed by a push of at most half of them; the last split
+    // bundle is the slow row alone. (After a half commits, the next bundle takes every row left,
+    // so the sizes need not fall monotonically.)
+    for (const [i, p] of pushes.entries()) {
+      if (!p.split || Number(p.rows) < 2) continue;
+      const next = pushes[i + 1];
+      expect(next?.rows, `the push after a split of ${p.rows} rows`).toBeLessThanOrEqual(Math.floor(Number(p.rows) / 2));
+    }
+    expect(split.at(-1)?.rows).toBe(1);
   });
 });
