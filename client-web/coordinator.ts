@@ -96,9 +96,10 @@ class Run {
   resolvedWithoutCommit = false;
   rejection: Rejection | null = null;
   /**
-   * While a rejection that named no row is being narrowed: the rows the last split sent back to
-   * the dirty set (the rest of the refused bundle). The next freeze takes at most that many, so a
-   * half that committed does not make the search start again over every pending row.
+   * While a rejection that named no row, or a bundle too large (in bytes or in commit time), is
+   * being narrowed: the rows the last split sent back to the dirty set (the rest of the refused
+   * bundle). The next freeze takes at most that many, so a half that committed does not make the
+   * search start again over every pending row.
    */
   splitRest: number | null = null;
   /**
@@ -365,9 +366,13 @@ export class Coordinator {
         case 'source_refused':
           return this.sourceRefused(run, attempt.error);
         case 'too_large': {
-          // The server measures the bundle larger than the freeze did: freeze half as many rows.
+          // The server measures the bundle larger than the freeze did, or its commit outran the
+          // bound: freeze half as many rows. The rest of this bundle comes next (splitRest), so a
+          // half that commits does not start the halving again over every pending row: a row
+          // that can never commit in time is alone after log2(n) + 1 bounds, wherever it is.
           const smaller = await this.freeze(run, { ...this.freezeLimits(), maxRows: Math.max(1, Math.floor(frozen.rowCount / 2)) }, frozen);
           if (!smaller) return { type: 'nothing_to_push', facts: await this.facts() };
+          run.splitRest = frozen.rowCount - smaller.rowCount;
           frozen = smaller;
           continue;
         }
