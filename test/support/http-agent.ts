@@ -1,0 +1,12 @@
+/**
+ * vitest setupFiles: the tests' HTTP clients (global `fetch`) wait for a TCP connect as long as a
+ * test may take. Node's fetch gives up on a connect after 10 s (undici's default), a wall-clock
+ * bound: on a loaded machine (two suites and a CPU burner on two cores) a victim request to the
+ * local gateway ran out of it once while the gateway was up and answering. Headers and bodies
+ * keep undici's 300 s bounds; the test timeout catches anything that hangs.
+ */
+import { Agent, setGlobalDispatcher } from 'undici';
+
+const CONNECT_TIMEOUT_MS = 300_000;
+
+setGlobalDispatcher(new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS } }));
