@@ -429,6 +429,7 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
     const defaultsRow = defaultsRowExpr(rel, info.columns);
     const setList = (nonKey.length ? nonKey : [keyCol as ColumnInfo]).map((c) => `${q(c.name)} = EXCLUDED.${q(c.name)}`);
     const jsonColumns = visible.filter((c) => wireCategory(c.type) === 'json').map((c) => c.name);
+    const wholeRow = completePayloadExpr('p.payload', nonKey);
     // Rows as text: the key's JSON and the payload's JSON, concatenated (sync.snapshot_create
     // wraps them in the row envelope with the row version; adoption parses the payload).
     const snapshotSql = (form: JsonForm | 'arrays'): string =>
@@ -458,14 +459,14 @@ export function buildCatalog(infos: readonly TableDeclaration[], tableIds: Reado
       // costs the bundle's size, not the user's row count, whatever the statistics. A payload
       // that holds every column (the usual one: a client sends its whole local row) needs no base
       // row: its probe and its defaults are skipped (the condition gates the probe, so the index
-      // is never read for it), ~3–5 µs a row.
+      // is never read for it), 2–4 µs a row.
       upsertSql:
         `INSERT INTO ${rel} AS t (${writable.map((c) => q(c.name)).join(', ')}, ${scope})${overriding} ` +
         `SELECT ${writable.map((c) => upsertValueExpr(c)).join(', ')}, $2 FROM (` +
-        `SELECT jsonb_populate_record(CASE WHEN ${completePayloadExpr('p.payload', nonKey)} THEN NULL::${rel} ` +
+        `SELECT jsonb_populate_record(CASE WHEN ${wholeRow} THEN NULL::${rel} ` +
         `ELSE coalesce(pre.e, ${defaultsRow}) END, ${inputPayloadExpr(kind, keyColumn, writable)}) AS r, p.payload AS pl ` +
         `FROM sync.push_session_rows p LEFT JOIN LATERAL (SELECT e FROM ${rel} e WHERE e.${scope} = $2 ` +
-        `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} AND NOT ${completePayloadExpr('p.payload', nonKey)} OFFSET 0) pre ON true ` +
+        `AND e.${key} = ${keyFromBytesExpr(kind, 'p.key_bytes')} AND NOT ${wholeRow} OFFSET 0) pre ON true ` +
         `WHERE p.user_id = $2 AND p.push_id = $1 AND p.table_id = ${tableId} AND p.op_code <> 3 ORDER BY p.row_ordinal OFFSET 0) x ` +
         `ON CONFLICT (${scope}, ${key}) DO UPDATE SET ${setList.join(', ')}`,
       // The keys in the column's own type, probed through the (scope, key) index: a join here
