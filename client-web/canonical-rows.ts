@@ -1,7 +1,7 @@
 /**
  * The RFC 8785 text of a bundle's pushed rows, which the request hash is taken over
- * (docs/protocol.md §4.3): exactly what `canonicalize` writes, about five times faster for the
- * rows a freeze produces.
+ * (docs/protocol.md §4.3), and of its committed rows, which the bundle hash is taken over:
+ * exactly what `canonicalize` writes, about five times faster for the rows a freeze produces.
  *
  * A pushed row's values are strings, finite numbers, booleans and nulls, and RFC 8785 writes those
  * as `JSON.stringify` does; what it adds is the order of object keys (UTF-16 code units, which is
@@ -13,6 +13,7 @@
  * numerically) or `__proto__`, a lone surrogate or a non-finite number (which the library refuses).
  */
 import canonicalize from 'canonicalize';
+import { type CommittedRow } from '../core/protocol/rows.js';
 import { type PushedWireRow } from './outbox.js';
 
 /**
@@ -57,18 +58,50 @@ function ordered(object: Readonly<Record<string, unknown>>, orders: Map<string, 
   return out;
 }
 
-/** The RFC 8785 text of `rows` (`canonicalize(rows)`); throws what the library throws. */
-export function canonicalRowsText(rows: readonly PushedWireRow[]): string {
+/**
+ * The RFC 8785 text of `rows`, each rebuilt by `top` (given its index) with its fields in key order
+ * around its key and payload in that order; when any part is not plain, the library's text of
+ * `whole()` (the rows as the text stands for), whose errors it throws.
+ */
+function canonicalText<R extends { readonly key: Readonly<Record<string, unknown>>; readonly payload?: Readonly<Record<string, unknown>> | null | undefined }>(
+  rows: readonly R[],
+  top: (row: R, key: Record<string, unknown>, payload: Record<string, unknown> | null, index: number) => Record<string, unknown> | undefined,
+  whole: () => unknown = () => rows,
+): string {
   const orders = new Map<string, readonly string[]>();
   const out: unknown[] = new Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
-    const row = rows[i] as PushedWireRow;
+    const row = rows[i] as R;
     const key = ordered(row.key, orders);
-    const payload = row.payload === null ? null : ordered(row.payload, orders);
-    if (key === undefined || payload === undefined || !plain(row.schema) || !plain(row.table) || !plain(row.op) || !plain(row.base_row_version)) {
-      return canonicalize(rows) ?? '[]';
-    }
-    out[i] = { base_row_version: row.base_row_version, key, op: row.op, payload, schema: row.schema, table: row.table };
+    const payload = row.payload == null ? null : ordered(row.payload, orders);
+    const built = key === undefined || payload === undefined ? undefined : top(row, key, payload, i);
+    if (built === undefined) return canonicalize(whole()) ?? '[]';
+    out[i] = built;
   }
   return JSON.stringify(out);
+}
+
+const allPlain = (...values: unknown[]): boolean => values.every(plain);
+
+/** The RFC 8785 text of pushed `rows` (`canonicalize(rows)`); throws what the library throws. */
+export function canonicalRowsText(rows: readonly PushedWireRow[]): string {
+  return canonicalText(rows, (row, key, payload) =>
+    allPlain(row.schema, row.table, row.op, row.base_row_version)
+      ? { base_row_version: row.base_row_version, key, op: row.op, payload, schema: row.schema, table: row.table }
+      : undefined);
+}
+
+/**
+ * The RFC 8785 text of a bundle's committed `rows` as the bundle hash covers them: each with its
+ * `row_ordinal`, its index (docs/protocol.md §4.3).
+ */
+export function canonicalCommittedText(rows: readonly CommittedRow[]): string {
+  return canonicalText(
+    rows,
+    (row, key, payload, i) =>
+      allPlain(row.schema, row.table, row.op, row.row_version)
+        ? { key, op: row.op, payload, row_ordinal: i, row_version: row.row_version, schema: row.schema, table: row.table }
+        : undefined,
+    () => rows.map((row, i) => ({ ...row, row_ordinal: i })),
+  );
 }

@@ -1,13 +1,13 @@
 /**
- * The client's canonical text of pushed rows (client-web/canonical-rows.ts) is `canonicalize`'s,
- * for every row: plain rows take the fast path, and keys the engine reorders, nested values, lone
+ * The client's canonical text of pushed rows and of committed rows with their ordinals
+ * (client-web/canonical-rows.ts) is `canonicalize`'s, for every row: plain rows take the fast path, and keys the engine reorders, nested values, lone
  * surrogates and non-finite numbers must come out (or be refused) exactly as the library does.
  * Seeded, so every run checks the same cases.
  */
 import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalRowsText } from '../client-web/canonical-rows.js';
+import { canonicalCommittedText, canonicalRowsText } from '../client-web/canonical-rows.js';
 import { type PushedWireRow } from '../client-web/outbox.js';
 import { jsonValue } from './support/json-arbitrary.js';
 
@@ -28,14 +28,15 @@ const nested = jsonValue(text, number, { arrays: 2, keys: 2 });
 /** Column names, among them array indices and `__proto__`, which an object does not keep in insertion order. */
 const column = fc.oneof({ weight: 6, arbitrary: text.filter((t) => t.length > 0) }, fc.constantFrom('2', '10', '0', '01', '__proto__', 'id'));
 const payload = fc.dictionary(column, fc.oneof({ weight: 8, arbitrary: plainValue }, { weight: 1, arbitrary: nested }), { maxKeys: 5 });
-const row = fc.record({
+const fields = {
   schema: fc.constantFrom('app', 'é'),
   table: fc.constantFrom('notes', 'a"b'),
   key: fc.tuple(column, text).map(([k, v]) => ({ [k]: v })),
   op: fc.constantFrom('INSERT', 'UPDATE', 'DELETE'),
-  base_row_version: fc.nat(),
   payload: fc.oneof(fc.constant(null), payload),
-});
+};
+const row = fc.record({ ...fields, base_row_version: fc.nat() });
+const committedRow = fc.record({ ...fields, row_version: fc.nat() });
 
 type Outcome = { readonly text: string } | { readonly refused: string };
 
@@ -54,6 +55,19 @@ describe('canonical text of pushed rows', () => {
       fc.property(fc.array(row, { maxLength: 6 }), (rows) => {
         const mine = outcome(() => canonicalRowsText(rows));
         expect(mine).toEqual(outcome(() => canonicalize(rows) ?? '[]'));
+        if ('text' in mine) written++;
+      }),
+      { seed: SEED, numRuns: 2000 },
+    );
+    expect(written).toBeGreaterThan(1000);
+  });
+
+  it("is the library's text of committed rows with their ordinals, or the library's refusal, for any rows", () => {
+    let written = 0;
+    fc.assert(
+      fc.property(fc.array(committedRow, { maxLength: 6 }), (rows) => {
+        const mine = outcome(() => canonicalCommittedText(rows));
+        expect(mine).toEqual(outcome(() => canonicalize(rows.map((r, i) => ({ ...r, row_ordinal: i }))) ?? '[]'));
         if ('text' in mine) written++;
       }),
       { seed: SEED, numRuns: 2000 },
