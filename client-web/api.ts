@@ -189,6 +189,14 @@ export interface ClientConfig {
    */
   readonly snapshotFirstPage?: boolean;
   /**
+   * After a commit, this device's own bundle is built from its pushed rows instead of read back,
+   * when the bundle hash the server answered proves them to be the committed rows (every value
+   * already as the server renders it, no rows added by its triggers; client-web/replay-prediction.ts):
+   * one request fewer per push, and no download of what was just uploaded. Default true; false
+   * always reads the bundle back.
+   */
+  readonly predictReplay?: boolean;
+  /**
    * Bundles per pull page, every page. Unset, the client sizes its pages: 25 bundles first (at most
    * the server's `default_bundles_per_pull`), then about 2,500 rows' worth from the rows a bundle
    * carried, at most `max_bundles_per_pull`, so the pages after the one being applied are asked

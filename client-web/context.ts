@@ -47,6 +47,8 @@ export interface ClientLimits {
   readonly snapshotRowArrays: boolean;
   /** A snapshot create asks for the session's first page in its answer (`snapshot_first_page`), unless the caller declined. */
   readonly snapshotFirstPage: boolean;
+  /** This device's committed bundle is built from its pushed rows where the bundle hash allows, unless the caller declined. */
+  readonly predictReplay: boolean;
 }
 
 export interface ClientContext {
@@ -100,5 +102,6 @@ export function clientLimits(caps: CapabilitiesResponse, config: ClientConfig): 
     pushInOneRequest: caps.features['single_request_push'] === true && config.pushInOneRequest !== false,
     snapshotRowArrays: caps.features['snapshot_row_arrays'] === true && config.snapshotRowArrays !== false,
     snapshotFirstPage: caps.features['snapshot_first_page'] === true && config.snapshotFirstPage !== false,
+    predictReplay: config.predictReplay !== false,
   };
 }

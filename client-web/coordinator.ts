@@ -12,6 +12,7 @@
  * reaches a terminal phase. Steps never call each other.
  */
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
+import { type CommittedRow } from '../core/protocol/rows.js';
 import { type AttachResult, type DetachResult, type PullResult, type PushResult, type RebuildResult } from './api.js';
 import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, directTables, inApplyMode } from './apply.js';
 import { forgetCleanBases, rebaseChangedAgain } from './base-rows.js';
@@ -24,6 +25,7 @@ import { dropStageTables, outboxTables, resetStageTables } from './install.js';
 import { initial, transition, type Facts, type Goal, type Machine, type SyncEvent } from './machine.js';
 import { dropOutbox, freeze, readOutbox, shrinkOutbox, unfreeze, type FreezeLimits, type OutboxRow } from './outbox.js';
 import { pullPage, pullPageBundles, type PullPage } from './pull.js';
+import { predictCommittedRows } from './replay-prediction.js';
 import { PagesAhead, pagesAfter } from './pages-ahead.js';
 import { connect, pushBundle } from './push.js';
 import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
@@ -386,9 +388,10 @@ export class Coordinator {
    * keeps the frozen bundle (and the retry converges to `already_committed`) or has done both. A
    * bundle whose rows were pruned meanwhile is acknowledged and rebuilt instead (protocol §10.2).
    */
-  private async replay(run: Run, frozen: FrozenBundle, bundle: { bundle_seq: number; source_bundle_id: number; row_count: number }, alreadyCommitted: boolean): Promise<SyncEvent> {
+  private async replay(run: Run, frozen: FrozenBundle, bundle: { bundle_seq: number; source_bundle_id: number; row_count: number; bundle_hash?: string }, alreadyCommitted: boolean): Promise<SyncEvent> {
     await this.askFirstPullPage(run, bundle.bundle_seq);
-    const fetched = await fetchOwnBundle(this.ctx, bundle, frozen.sourceBundleId);
+    const predicted = await this.predictReplay(run, frozen, bundle);
+    const fetched = predicted ? { kind: 'rows' as const, rows: predicted } : await fetchOwnBundle(this.ctx, bundle, frozen.sourceBundleId);
     run.committed = { bundleSeq: bundle.bundle_seq, sourceBundleId: bundle.source_bundle_id, alreadyCommitted };
     run.pushedRows += bundle.row_count;
     if (fetched.kind === 'pruned') {
@@ -410,6 +413,15 @@ export class Coordinator {
       await forgetSnapshotsBefore(tx, bundle.bundle_seq);
     }, this.needsRebuild);
     return { type: 'pushed', facts: await this.facts() };
+  }
+
+  /** The committed rows built from the frozen ones (replay-prediction.ts), or null to read them back. */
+  private async predictReplay(run: Run, frozen: FrozenBundle, bundle: { bundle_seq: number; source_bundle_id: number; row_count: number; bundle_hash?: string }): Promise<CommittedRow[] | null> {
+    // A bundle frozen in another protocol than the model's (frozen before an upgrade) has its
+    // values in that protocol's json form, which the model's apply would misread.
+    if (!this.ctx.limits.predictReplay || bundle.bundle_hash === undefined || bundle.source_bundle_id !== frozen.sourceBundleId || frozen.protocol !== this.ctx.model.protocol) return null;
+    const rows = run.frozenRows?.frozen === frozen ? run.frozenRows.rows : await readOutbox(this.db, this.ctx.model, frozen);
+    return predictCommittedRows(rows, { bundle_seq: bundle.bundle_seq, row_count: bundle.row_count, bundle_hash: bundle.bundle_hash });
   }
 
   /**

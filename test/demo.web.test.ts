@@ -129,6 +129,8 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
     headers: { 'content-type': 'application/json', 'retry-after': '1' },
     body: JSON.stringify({ error: 'service_unavailable', message: 'the database is unavailable or busy; retry later' }),
   };
+  /** Reads of a committed bundle's rows (a replay read back, client-web/replay-prediction.ts). */
+  let committedReads = 0;
   /** The gateway started again by the restart test, on the same port. */
   let restarted: Gateway | undefined;
 
@@ -142,7 +144,10 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
       staticDir,
       devTokens: true,
       // While `busy`, every /sync/* request answers 503 with Retry-After, as an overloaded server does.
-      intercept: (event, next) => (busy && event.rawPath.startsWith('/sync/') ? Promise.resolve(BUSY_ANSWER) : next()),
+      intercept: (event, next) => {
+        if (event.rawPath.startsWith('/sync/committed-bundles/')) committedReads++;
+        return busy && event.rawPath.startsWith('/sync/') ? Promise.resolve(BUSY_ANSWER) : next();
+      },
     });
     browser = await launchChromium(findChromium() as NonNullable<ReturnType<typeof findChromium>>);
   });
@@ -190,6 +195,9 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
     await until('phone has nothing pending', () => text(a2.page, 'pending-rows'), '0');
 
     expect(await serverTodos(s, 'alice')).toEqual({ milk: { done: true, attachment: null }, receipt: { done: false, attachment: '000102feff' } });
+    // Every push's replay was built from the pushed rows: the demo's values (timestamps from
+    // toISOString, base64 bytes) are what the server commits, so no bundle was read back.
+    expect(committedReads).toBe(0);
     const { rows: lists } = await s.t.exec('SELECT title FROM demo.lists WHERE _sync_scope_id = $1', ['alice']);
     expect(lists).toEqual([{ title: 'Groceries (week 48)' }]);
     await shot(a1.page, 'a-laptop-converged');
