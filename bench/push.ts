@@ -153,13 +153,26 @@ export const pushBenchmark: Benchmark = {
       }
     };
     await clientPush('client-push-warmup', makeNotes(1000, 99), 'client push warm-up');
+    // Alternated with the same push whose replay reads its bundle back (predictReplay: false, the
+    // client before the replay was built from the pushed rows).
     const clientRuns: ClientPushRun[] = [];
+    const readBackRuns: ClientPushRun[] = [];
     let spentMs = 0;
     for (let i = 0; i < runs && spentMs < CLIENT_PUSH_BUDGET_MS; i++) {
-      const c = await clientPush(`client-push-run-${i}`, makeNotes(ROWS, 100 + i), `client push run ${i}`);
-      clientRuns.push(c);
-      spentMs += c.writeMs + c.syncMs;
-      ctx.log(`client push run ${i}: local writes ${c.writeMs.toFixed(0)} ms, sync ${c.syncMs.toFixed(0)} ms (HTTP ${c.httpMs.toFixed(0)} ms in ${c.requests} requests)`);
+      const sides = [
+        async () => {
+          const c = await clientPush(`client-push-run-${i}`, makeNotes(ROWS, 100 + i), `client push run ${i}`);
+          clientRuns.push(c);
+          spentMs += c.writeMs + c.syncMs;
+          ctx.log(`client push run ${i}: local writes ${c.writeMs.toFixed(0)} ms, sync ${c.syncMs.toFixed(0)} ms (HTTP ${c.httpMs.toFixed(0)} ms in ${c.requests} requests)`);
+        },
+        async () => {
+          const c = await clientPush(`client-push-read-back-${i}`, makeNotes(ROWS, 150 + i), `client push run ${i}, replay read back`, { config: { predictReplay: false } });
+          readBackRuns.push(c);
+          spentMs += c.writeMs + c.syncMs;
+        },
+      ];
+      for (const side of i % 2 === 0 ? sides : sides.reverse()) await side();
     }
     if (clientRuns.length < runs) rec.note(`push via client: ${clientRuns.length} of ${runs} runs fitted in the ${CLIENT_PUSH_BUDGET_MS / 1000} s budget of this figure`);
     rec.note(`push via client, costliest local statements of the last sync(): ${sqlTimings.top(3, 90).join(' ‖ ')}`);
@@ -177,6 +190,17 @@ export const pushBenchmark: Benchmark = {
     rec.figure({ id: 'push.client_http_ms', label: 'push via client: HTTP (server + transfer)', unit: 'ms', value: spread(clientRuns.map((c) => c.httpMs)) });
     rec.figure({ id: 'push.client_local_ms', label: 'push via client: in the client (freeze, hash, outbox, replay apply)', unit: 'ms', value: spread(clientRuns.map((c) => c.syncMs - c.httpMs)) });
     rec.figure({ id: 'push.client_write_ms', label: 'push via client: the 10k local writes (one transaction, capture triggers)', unit: 'ms', value: spread(clientRuns.map((c) => c.writeMs)) });
+    const readBack = spread(readBackRuns.map((c) => c.syncMs));
+    const predicted = spread(clientRuns.map((c) => c.syncMs));
+    rec.figure({
+      id: 'push.client_read_back_ms',
+      label: `push 10k rows through the client, sync(): the replay built from the pushed rows (${clientRuns[0]?.requests ?? 0} requests); ratio = the same with the replay read back (predictReplay: false, ${readBackRuns[0]?.requests ?? 0} requests) / this`,
+      unit: 'ms',
+      value: predicted,
+      baseline: { label: 'the same push, its replay read back from the server (runs alternated)', value: readBack },
+      ratio: readBack.median / predicted.median,
+      ratioOf: 'ms read back / ms built from the pushed rows (above 1: faster)',
+    });
 
     // Over a link: each request costs a round trip, so chunks of the largest size the server takes
     // (the client's default) against chunks of the server's default size, alternated.
