@@ -83,6 +83,12 @@ function canonicalText<R extends { readonly key: Readonly<Record<string, unknown
 
 const allPlain = (...values: unknown[]): boolean => values.every(plain);
 
+/** Lowercase hex SHA-256 of `text` as UTF-8: the request and bundle hashes of a canonical text. */
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 /** The RFC 8785 text of pushed `rows` (`canonicalize(rows)`); throws what the library throws. */
 export function canonicalRowsText(rows: readonly PushedWireRow[]): string {
   return canonicalText(rows, (row, key, payload) =>

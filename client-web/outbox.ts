@@ -8,7 +8,7 @@
  * and their canonical request hash never change across retries, so a crash or an unknown commit
  * outcome resumes the very same bundle; edits made after the freeze wait for the next one.
  */
-import { canonicalRowsText } from './canonical-rows.js';
+import { canonicalRowsText, sha256Hex } from './canonical-rows.js';
 import { keyToWire, toWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';
@@ -45,9 +45,7 @@ export interface FreezeLimits {
 
 /** Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the pushed rows (docs/protocol.md §4.3). */
 export async function requestHash(rows: readonly PushedWireRow[]): Promise<string> {
-  const text = canonicalRowsText(rows);
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+  return sha256Hex(canonicalRowsText(rows));
 }
 
 /**
