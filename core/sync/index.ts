@@ -1,7 +1,7 @@
 /** The sync engine's operations, one folder per concept (each with the SQL of its managed functions). */
 export { loadCatalog, readLayoutState, evaluateLayout, THIS_BUILD, type BuildRange, type Catalog, type CatalogTable, type LayoutEvaluation } from './catalog/catalog.js';
 export { namesUnknownSchema, validateRows, type StagedRow, type RowProblem, type ValidatedChunk } from './push/rows.js';
-export { unwrap, type Actor, type SyncContext, type RawJson } from './context.js';
+export { unwrap, rawText, type Actor, type SyncContext, type RawJson } from './context.js';
 export { connect } from './connect/connect.js';
 export { createAndStage, createPushSession, uploadChunk, deletePushSession } from './push/push.js';
 export { commitPush, type CommitOutcome, type Violation } from './push/commit.js';

@@ -2,7 +2,22 @@
  * Small helpers every managed function uses: error answers, RFC 3339 text, sync key bytes, op names, row size estimates.
  * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
  */
-import { managedFunction } from '../layout/managed-sql.js';
+import { managedFunction, type ManagedFunction } from '../layout/managed-sql.js';
+
+/**
+ * A page reader under its name from before layout 27: its `_parts` function's rows joined into the
+ * one `(error, body)` row that the builds before layout 27 read (a rolling deploy). `params` is
+ * the parameter list, `args` the call's arguments.
+ */
+export function joinedPageReader(name: string, params: string, args: string): ManagedFunction {
+  return managedFunction(`
+CREATE OR REPLACE FUNCTION sync.${name}(${params})
+RETURNS TABLE (error jsonb, body text) LANGUAGE sql AS $fn$
+  SELECT max(p.error::text)::jsonb, string_agg(p.body, '' ORDER BY p.n)
+    FROM sync.${name}_parts(${args}) WITH ORDINALITY AS p(error, body, n)
+$fn$
+`);
+}
 
 export const errSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.err(p_code text, p_message text, p_extra jsonb DEFAULT '{}'::jsonb) RETURNS jsonb

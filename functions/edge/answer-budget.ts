@@ -43,7 +43,7 @@ function isObject(value: unknown): value is JsonObject {
 }
 
 function isRaw(body: unknown): body is RawJson {
-  return isObject(body) && typeof (body as { rawJson?: unknown }).rawJson === 'string';
+  return isObject(body) && Array.isArray((body as { rawParts?: unknown }).rawParts);
 }
 
 /** Bytes of `value`'s JSON once escaped as a JSON string, without the two quotes around it. */

@@ -2,8 +2,7 @@
  * The one place that turns outcomes into HTTP: status codes come from the error registry, bodies
  * are `{error, message, ...}`, and every answer reports its SQL round trips.
  */
-import { promisify } from 'node:util';
-import { gzip, constants as zlib } from 'node:zlib';
+import { createGzip } from 'node:zlib';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { SyncError, errorRegistry } from '../../core/errors.js';
 import { isZodError } from '../../core/protocol/zod.js';
@@ -22,7 +21,7 @@ export interface EdgeAnswer {
 export const ROUND_TRIPS_HEADER = 'x-lockstep-round-trips';
 
 function isRaw(body: unknown): body is RawJson {
-  return typeof body === 'object' && body !== null && typeof (body as RawJson).rawJson === 'string';
+  return typeof body === 'object' && body !== null && Array.isArray((body as RawJson).rawParts);
 }
 
 /** Bodies shorter than this go as they are: compressing them saves less than it costs. */
@@ -43,8 +42,20 @@ export function acceptsGzip(acceptEncoding: string | undefined): boolean {
  * Compression on libuv's thread pool, not the event loop: a long-running process (the local
  * gateway) answers other requests meanwhile, and a client in the same process applies the page
  * before while the next one compresses (in-process hydration of 100k rows 1,560 → 1,500 ms).
+ * The parts go in one by one, so the page is never one text or one buffer here. Level 1: most of
+ * the ratio on JSON at a fraction of the default level's time.
  */
-const gzipAsync = promisify(gzip);
+function gzipParts(parts: readonly string[]): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const stream = createGzip({ level: 1 });
+    const out: Buffer[] = [];
+    stream.on('data', (chunk: Buffer) => out.push(chunk));
+    stream.once('error', reject);
+    stream.once('end', () => resolve(Buffer.concat(out)));
+    for (const part of parts) stream.write(part);
+    stream.end();
+  });
+}
 
 /**
  * The Lambda result of an answer. API Gateway HTTP APIs do not compress, so large bodies are
@@ -59,15 +70,15 @@ export async function toHttp(answer: EdgeAnswer, roundTrips: number, acceptEncod
   const headers: Record<string, string> = { ...answer.headers, [ROUND_TRIPS_HEADER]: String(roundTrips) };
   if (answer.body === undefined) return { statusCode: answer.status, headers };
   headers['content-type'] = 'application/json';
-  const body = isRaw(answer.body) ? answer.body.rawJson : JSON.stringify(answer.body);
-  if (body.length >= COMPRESS_MIN_BYTES && acceptsGzip(acceptEncoding)) {
-    // Level 1: most of the ratio on JSON at a fraction of the default level's time.
-    const encoded = (await gzipAsync(body, { level: 1, strategy: zlib.Z_DEFAULT_STRATEGY })).toString('base64');
-    if (encoded.length < Buffer.byteLength(body)) {
+  const parts = isRaw(answer.body) ? answer.body.rawParts : [JSON.stringify(answer.body)];
+  if (parts.reduce((n, part) => n + part.length, 0) >= COMPRESS_MIN_BYTES && acceptsGzip(acceptEncoding)) {
+    const encoded = (await gzipParts(parts)).toString('base64');
+    if (encoded.length < parts.reduce((n, part) => n + Buffer.byteLength(part), 0)) {
       return { statusCode: answer.status, headers: { ...headers, 'content-encoding': 'gzip', vary: 'accept-encoding' }, body: encoded, isBase64Encoded: true };
     }
   }
-  return { statusCode: answer.status, headers, body };
+  // A Lambda result's body is one string: only an answer that goes uncompressed is joined.
+  return { statusCode: answer.status, headers, body: parts.length === 1 ? (parts[0] as string) : parts.join('') };
 }
 
 /**

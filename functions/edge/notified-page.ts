@@ -6,7 +6,7 @@
  * `notify_page_bytes_max`, and only a page of exactly that one whole bundle is sent (a larger one
  * comes `rows_omitted`, and the device pulls as before).
  */
-import { pull } from '../../core/sync/index.js';
+import { pull, rawText } from '../../core/sync/index.js';
 import { type PageLoader } from '../../core/sync/notify/commit-feed.js';
 import { type Actor, type SyncContext } from '../../core/sync/context.js';
 import { servedProtocol } from '../../core/sync/wire-form.js';
@@ -32,7 +32,7 @@ async function readPage(runtime: Runtime, actor: Actor & { protocol: ProtocolVer
   // A protocol this layout does not serve yet gets no page (the device pulls and is told so there).
   if (servedProtocol(catalog.layoutVersion) < actor.protocol) return null;
   const ctx: SyncContext = { db: runtime.db, limits: { ...base, maxResponseBytes: base.notifyPageBytesMax }, catalog, pending: runtime.pending };
-  const { rawJson } = await pull(ctx, actor, { afterBundleSeq: bundleSeq - 1, maxBundles: 1, targetBundleSeq: bundleSeq });
+  const rawJson = rawText(await pull(ctx, actor, { afterBundleSeq: bundleSeq - 1, maxBundles: 1, targetBundleSeq: bundleSeq }));
   if (Buffer.byteLength(rawJson) > base.notifyPageBytesMax) return null;
   const page = JSON.parse(rawJson) as { bundles?: Array<{ bundle_seq?: unknown; rows_omitted?: unknown }> };
   const bundles = page.bundles ?? [];

@@ -2,7 +2,7 @@
 import { sql } from '../../db/index.js';
 import { type WatchResponse } from '../../protocol/index.js';
 import { type CommitFeed } from '../notify/commit-feed.js';
-import { unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
+import { readPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
 import { formArgument } from '../wire-form.js';
 
 export interface PullParams {
@@ -14,10 +14,8 @@ export interface PullParams {
 /** One page of complete committed bundles after the checkpoint. One round trip. */
 export async function pull(ctx: SyncContext, actor: Actor, params: PullParams): Promise<RawJson> {
   const limit = pageSize(params.maxBundles, ctx.limits.defaultBundlesPerPull, ctx.limits.maxBundlesPerPull);
-  const [row] = await ctx.db.query<{ error: unknown; body: string | null }>(sql`
-    SELECT error, body FROM sync.pull(${actor.userId}, ${actor.sourceId}, ${params.afterBundleSeq}, ${limit},
-      ${params.targetBundleSeq ?? null}::bigint, ${pageBudgetBytes(ctx.limits)}${formArgument(ctx, actor)})`);
-  return unwrapPage(row);
+  return readPage(ctx, 'pull', sql`${actor.userId}, ${actor.sourceId}, ${params.afterBundleSeq}, ${limit},
+    ${params.targetBundleSeq ?? null}::bigint, ${pageBudgetBytes(ctx.limits)}${formArgument(ctx, actor)}`);
 }
 
 /**

@@ -3,6 +3,7 @@
  * Installed by the migrations (core/bootstrap/migrations); see core/layout/managed-sql.ts.
  */
 import { managedFunction } from '../../layout/managed-sql.js';
+import { joinedPageReader } from '../shared.sql.js';
 
 export const snapshotRowTextSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.snapshot_row_text(p_prefix text, p_kind text, p_key_bytes bytea, p_version bigint, p_payload jsonb)
@@ -286,9 +287,11 @@ $fn$
  * expired, so it starts a new one, unless no registered table has a json column (then both forms
  * are the same rows). Rows as arrays (form 3, protocol 2's json form) go only to a request of
  * form 3, which reads objects as well; their page names each table's values in `tables`.
+ * The body comes as its parts in order (layout 27, see sync.pull_parts): the head, the chunks and
+ * runs of rows (a comma before all but the first), the tail; a page of an older session is one part.
  */
-export const snapshotPageSql = managedFunction(String.raw`
-CREATE OR REPLACE FUNCTION sync.snapshot_page(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint,
+export const snapshotPagePartsSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.snapshot_page_parts(p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint,
   p_form smallint DEFAULT 1)
 RETURNS TABLE (error jsonb, body text) LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -394,13 +397,20 @@ BEGIN
       EXIT WHEN v_from + v_take < v_to;
     END LOOP;
   END IF;
-  -- JSON text by concatenation of the rows rendered at create, never cast to json (see sync.pull).
+  -- JSON text by concatenation of the rows rendered at create, never cast to json (see sync.pull_parts).
   RETURN QUERY SELECT NULL::jsonb, '{"snapshot_id":"' || v_s.snapshot_id || '","snapshot_bundle_seq":' || v_s.snapshot_bundle_seq
-    || ',"row_count":' || v_s.row_count || v_head || ',"rows":[' || array_to_string(v_parts, ',') || '],"next_row_ordinal":' || v_next
-    || ',"has_more":' || (v_next < v_s.row_count)::text || '}';
+    || ',"row_count":' || v_s.row_count || v_head || ',"rows":[';
+  RETURN QUERY SELECT NULL::jsonb, CASE WHEN u.o = 1 THEN u.part ELSE ',' || u.part END
+    FROM unnest(v_parts) WITH ORDINALITY AS u(part, o) ORDER BY u.o;
+  RETURN QUERY SELECT NULL::jsonb, '],"next_row_ordinal":' || v_next || ',"has_more":' || (v_next < v_s.row_count)::text || '}';
 END
 $fn$
 `);
+
+/** Layout 27's sync.snapshot_page_parts as one text, for builds before it (a rolling deploy). */
+export const snapshotPageSql = joinedPageReader('snapshot_page',
+  'p_user text, p_snapshot uuid, p_after bigint, p_max integer, p_budget bigint, p_form smallint DEFAULT 1',
+  'p_user, p_snapshot, p_after, p_max, p_budget, p_form');
 
 /**
  * How long a data set outlives the delete of its last session, for another device at the same

@@ -2,7 +2,7 @@
 import { sql } from '../../db/index.js';
 import { logEvent } from '../../log.js';
 import { jsonStringBytes, type RowForm, type SnapshotCreateRequest, type SnapshotSession } from '../../protocol/index.js';
-import { unwrap, unwrapPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
+import { unwrap, readPage, pageSize, pageBudgetBytes, type Actor, type RawJson, type SyncContext } from '../context.js';
 import { snapshotFormArgument } from '../wire-form.js';
 
 /** Materialises the snapshot with one set-based statement; one round trip. */
@@ -34,7 +34,7 @@ export async function createSnapshotWithPage(ctx: SyncContext, actor: Actor, req
   const budget = pageBudgetBytes(ctx.limits) - (jsonStringBytes(head) - 2) - (jsonStringBytes(FIRST_PAGE_FIELD) - 2);
   try {
     const page = await snapshotPage(ctx, actor, session.snapshot_id, 0, request.first_page_rows, request.row_form, budget);
-    return { rawJson: `${head.slice(0, -1)}${FIRST_PAGE_FIELD}${page.rawJson}}` };
+    return { rawParts: [`${head.slice(0, -1)}${FIRST_PAGE_FIELD}`, ...page.rawParts, '}'] };
   } catch (error) {
     logEvent('warn', 'snapshot_first_page_unread', { snapshot_id: session.snapshot_id, error: error instanceof Error ? error.message : String(error) });
     return session;
@@ -45,9 +45,7 @@ export async function createSnapshotWithPage(ctx: SyncContext, actor: Actor, req
 export async function snapshotPage(ctx: SyncContext, actor: Actor, snapshotId: string, afterRowOrdinal: number, maxRows: number | undefined,
   rowForm?: RowForm, budget = pageBudgetBytes(ctx.limits)): Promise<RawJson> {
   const limit = pageSize(maxRows, ctx.limits.defaultRowsPerPage, ctx.limits.maxRowsPerPage);
-  const [row] = await ctx.db.query<{ error: unknown; body: string | null }>(sql`
-    SELECT error, body FROM sync.snapshot_page(${actor.userId}, ${snapshotId}::uuid, ${afterRowOrdinal}, ${limit}, ${budget}${snapshotFormArgument(ctx, actor, rowForm)})`);
-  return unwrapPage(row);
+  return readPage(ctx, 'snapshot_page', sql`${actor.userId}, ${snapshotId}::uuid, ${afterRowOrdinal}, ${limit}, ${budget}${snapshotFormArgument(ctx, actor, rowForm)}`);
 }
 
 export async function deleteSnapshot(ctx: SyncContext, actor: Actor, snapshotId: string): Promise<void> {
