@@ -1,6 +1,7 @@
 /**
  * Layout version 27: the page readers answer a page's body as its parts in order
- * (sync.pull_parts, sync.committed_rows_parts, sync.snapshot_page_parts), which the edge joins.
+ * (sync.pull_parts, sync.committed_rows_parts, sync.snapshot_page_parts), which the edge passes on
+ * as parts (compressed one by one; joined only for an answer that goes uncompressed).
  * One text of a whole page made PostgreSQL copy it at every step on its way out, each copy a
  * megabyte or more of freshly faulted memory. The old names stay, as the parts joined in SQL, for
  * the builds before this one: min_safe_version stays 18.

@@ -48,7 +48,7 @@ $fn$
  * A page of complete bundles after `p_after`, rows and hashes in protocol `p_form`'s json form
  * (sync.committed_row_in_form; `bundle_hash_v2` for protocol 2 where the forms differ), as the
  * parts of its body in order (layout 27): the page's head, each bundle (a comma before all but the
- * first), its tail. The reader joins them. One text of the whole page cost PostgreSQL a fresh copy
+ * first), its tail. The edge passes them on as parts. One text of the whole page cost PostgreSQL a fresh copy
  * of it at every step on its way out (the concatenations around the aggregate, the function's
  * result, the output conversion, the message), each a megabyte or more of newly faulted memory: a
  * page of 2,500 rows took 29 ms as one text against 13 ms in parts.
