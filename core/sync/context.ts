@@ -35,6 +35,11 @@ export interface RawJson {
   readonly rawParts: readonly string[];
 }
 
+/** Whether an answer's body is a raw body (passed on as it is, never serialised). */
+export function isRawJson(body: unknown): body is RawJson {
+  return typeof body === 'object' && body !== null && Array.isArray((body as RawJson).rawParts);
+}
+
 /** The whole text of a raw body. */
 export function rawText(raw: RawJson): string {
   return raw.rawParts.length === 1 ? (raw.rawParts[0] as string) : raw.rawParts.join('');

@@ -20,7 +20,7 @@
  * (`RawJson`) are budgeted where they are built and pass as they are.
  */
 import { jsonStringBytes } from '../../core/protocol/wire-bytes.js';
-import { type RawJson } from '../../core/sync/index.js';
+import { isRawJson } from '../../core/sync/context.js';
 
 /** Lists an answer may carry in part, each with the field that counts all of its entries. */
 const PARTIAL_LISTS: ReadonlyArray<readonly [list: string, count: string]> = [
@@ -40,10 +40,6 @@ type JsonObject = { [key: string]: Json };
 
 function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function isRaw(body: unknown): body is RawJson {
-  return isObject(body) && Array.isArray((body as { rawParts?: unknown }).rawParts);
 }
 
 /** Bytes of `value`'s JSON once escaped as a JSON string, without the two quotes around it. */
@@ -119,7 +115,7 @@ function shrink(c: Candidate, over: number): number {
  * answer still over the budget once nothing is left to cut goes as it is up to that.
  */
 export function fitBody(body: unknown, budgetBytes: number, hardBytes = budgetBytes): unknown {
-  if (body === undefined || isRaw(body) || !isObject(body)) return body;
+  if (body === undefined || isRawJson(body) || !isObject(body)) return body;
   let size = escapedBytes(body);
   if (size <= budgetBytes) return body;
   const out = structuredClone(body) as JsonObject;

@@ -7,7 +7,7 @@ import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { SyncError, errorRegistry } from '../../core/errors.js';
 import { isZodError } from '../../core/protocol/zod.js';
 import { defaultLimits } from '../../core/limits.js';
-import { type RawJson } from '../../core/sync/index.js';
+import { isRawJson, rawText } from '../../core/sync/context.js';
 
 export type HttpResult = APIGatewayProxyStructuredResultV2 & { statusCode: number; headers: Record<string, string> };
 
@@ -19,10 +19,6 @@ export interface EdgeAnswer {
 }
 
 export const ROUND_TRIPS_HEADER = 'x-lockstep-round-trips';
-
-function isRaw(body: unknown): body is RawJson {
-  return typeof body === 'object' && body !== null && Array.isArray((body as RawJson).rawParts);
-}
 
 /** Bodies shorter than this go as they are: compressing them saves less than it costs. */
 export const COMPRESS_MIN_BYTES = 8 * 1024;
@@ -70,7 +66,7 @@ export async function toHttp(answer: EdgeAnswer, roundTrips: number, acceptEncod
   const headers: Record<string, string> = { ...answer.headers, [ROUND_TRIPS_HEADER]: String(roundTrips) };
   if (answer.body === undefined) return { statusCode: answer.status, headers };
   headers['content-type'] = 'application/json';
-  const parts = isRaw(answer.body) ? answer.body.rawParts : [JSON.stringify(answer.body)];
+  const parts = isRawJson(answer.body) ? answer.body.rawParts : [JSON.stringify(answer.body)];
   if (parts.reduce((n, part) => n + part.length, 0) >= COMPRESS_MIN_BYTES && acceptsGzip(acceptEncoding)) {
     const encoded = (await gzipParts(parts)).toString('base64');
     if (encoded.length < parts.reduce((n, part) => n + Buffer.byteLength(part), 0)) {
@@ -78,7 +74,7 @@ export async function toHttp(answer: EdgeAnswer, roundTrips: number, acceptEncod
     }
   }
   // A Lambda result's body is one string: only an answer that goes uncompressed is joined.
-  return { statusCode: answer.status, headers, body: parts.length === 1 ? (parts[0] as string) : parts.join('') };
+  return { statusCode: answer.status, headers, body: rawText({ rawParts: parts }) };
 }
 
 /**
