@@ -17,6 +17,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
 import { Db, createPool, sql, type PoolOptions } from '../core/db/index.js';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
+import { REQUEST_FUNCTIONS } from '../core/bootstrap/bounds.js';
 import { defaultLimits } from '../core/limits.js';
 import { createHandler, createRuntime, functionRoutes, type HttpApiEvent, type Runtime } from '../functions/index.js';
 import { startGateway } from '../dev/gateway.js';
@@ -264,16 +265,19 @@ describe('bootstrap installs the bounds', () => {
     const t = await openTestDb({ schemaSql: APP_SCHEMA_SQL });
     cleanups.push(() => t.close());
     const roleSettings = roleSettingsOf(t);
+    // Every function a request calls, each overload: the page readers of layout 27 once lacked it.
     const functionBounds = async () =>
-      (await t.exec(`SELECT p.proname AS name, coalesce(array_to_string(p.proconfig, ','), '') AS config FROM pg_proc p
-          WHERE p.pronamespace = 'sync'::regnamespace AND p.proname IN ('push_commit', 'push_chunk', 'pull', 'snapshot_create', 'connect', 'layout_state', 'watch_latest', 'status_facts')
-          ORDER BY 1`)).rows.map((r) => `${r.name} ${(r.config as string).split(',').filter((c) => c.startsWith('lock_timeout=')).join(',')}`);
+      (await t.exec(`SELECT DISTINCT p.proname AS name, coalesce(array_to_string(p.proconfig, ','), '') AS config FROM pg_proc p
+          WHERE p.pronamespace = 'sync'::regnamespace AND p.proname = ANY ($1::text[])
+          ORDER BY 1`, [REQUEST_FUNCTIONS])).rows.map((r) => `${r.name} ${(r.config as string).split(',').filter((c) => c.startsWith('lock_timeout=')).join(',')}`);
+    const everyRequestFunction = [...new Set(REQUEST_FUNCTIONS)].sort();
+    expect(everyRequestFunction).toEqual(expect.arrayContaining(['committed_rows_parts', 'pull_parts', 'snapshot_page_parts', 'ws_targets', 'layout_state']));
 
     const first = await bootstrap(t.db, { tables: APP_TABLES, bounds: { ...defaultLimits, lockTimeoutMs: 1500, statementTimeoutMs: 7000 }, roleBounds: true });
     expect(first.roleBounds).toBe('installed');
     expect(await roleSettings()).toEqual(expect.arrayContaining(['statement_timeout=7000', 'lock_timeout=1500',
       `idle_in_transaction_session_timeout=${defaultLimits.idleInTransactionTimeoutMs}`, `client_connection_check_interval=${defaultLimits.clientCheckIntervalMs}`]));
-    expect(await functionBounds()).toEqual(['connect', 'layout_state', 'pull', 'push_chunk', 'push_commit', 'snapshot_create', 'status_facts', 'watch_latest'].map((n) => `${n} lock_timeout=1500`));
+    expect(await functionBounds()).toEqual(everyRequestFunction.map((n) => `${n} lock_timeout=1500`));
     // A new session of the role takes them.
     const session = new pg.Client({ connectionString: t.url });
     await session.connect();
@@ -286,7 +290,7 @@ describe('bootstrap installs the bounds', () => {
     // Other bounds are applied by the next bootstrap.
     const changed = await bootstrap(new Db(t.db.pool, defaultLimits), { tables: APP_TABLES, roleBounds: true });
     expect(changed).toMatchObject({ unchanged: false, roleBounds: 'installed' });
-    expect(await functionBounds()).toEqual(['connect', 'layout_state', 'pull', 'push_chunk', 'push_commit', 'snapshot_create', 'status_facts', 'watch_latest'].map((n) => `${n} lock_timeout=${defaultLimits.lockTimeoutMs}`));
+    expect(await functionBounds()).toEqual(everyRequestFunction.map((n) => `${n} lock_timeout=${defaultLimits.lockTimeoutMs}`));
     expect(loadConfig({ DATABASE_URL: 'x', SYNC_TABLES: SYNC_TABLES, SYNC_ROLE_TIMEOUTS: 'on' }).roleTimeouts).toBe(true);
   });
 

@@ -14,6 +14,7 @@ import { type TimeBounds } from '../core/bootstrap/bounds.js';
 import { defaultLimits } from '../core/limits.js';
 import { createPool, type PoolLike, type PoolOptions } from '../core/db/index.js';
 import { createRuntime } from '../functions/index.js';
+import { consoleTelemetry, type RequestOutcome } from '../functions/edge/telemetry.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
 import { createDatabase, freePort } from './support/pg-server.js';
 import { bootstrapAppSchema, runtimePoolOptions } from './support/server-db.js';
@@ -40,6 +41,8 @@ interface Served {
   readonly gateway: Gateway;
   readonly pool: PoolLike;
   client(user: string): ApiClient;
+  /** Every request's outcome as the runtime's telemetry saw it, in order. */
+  readonly outcomes: RequestOutcome[];
 }
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -50,9 +53,14 @@ afterEach(async () => {
 async function serve(url: string, poolOptions: PoolOptions, env: Record<string, string> = {}): Promise<Served> {
   const pool = await createPool(poolOptions);
   const config = loadConfig({ DATABASE_URL: url, SYNC_TABLES, ...env });
-  const gateway = await startGateway({ runtime: createRuntime(config, pool), auth: { secret: TEST_JWT_SECRET } });
+  const outcomes: RequestOutcome[] = [];
+  const telemetry = { ...consoleTelemetry, finish: (outcome: RequestOutcome, error?: unknown) => {
+    outcomes.push(outcome);
+    consoleTelemetry.finish(outcome, error);
+  } };
+  const gateway = await startGateway({ runtime: createRuntime(config, pool, undefined, { telemetry }), auth: { secret: TEST_JWT_SECRET } });
   cleanups.push(() => pool.end(), () => gateway.close());
-  return { gateway, pool, client: (user) => apiClient(gateway.url, user) };
+  return { gateway, pool, outcomes, client: (user) => apiClient(gateway.url, user) };
 }
 
 /** One request per endpoint that touches the database, with ids that exist. */
@@ -109,6 +117,8 @@ describe('503 service_unavailable, never 500', () => {
       try {
         for (const [name, call] of everyEndpoint(ids)) {
           const answer = await call(c);
+          // The database's own bound answered, not the client giving up on a statement that waited
+          // on (ETIMEDOUT after the query bound): every function a request calls carries the lock bound.
           // A commit stopped by its statement bound is told to split (test/commit-bounds.pg.test.ts):
           // with the limits' order (lock < statement) a lock wait ends as 55P03 first, so a 57014
           // there means the commit's own work outran the bound. Nothing committed either way.
@@ -117,6 +127,7 @@ describe('503 service_unavailable, never 500', () => {
             expect(answer.body).toMatchObject({ split: true, reason: 'commit_timeout' });
           } else {
             expectUnavailable(answer, name);
+            expect(s.outcomes.at(-1), name).toMatchObject({ status: 503, reason: 'database', cause: sqlstate });
           }
         }
         const health = await c.get('/syncx/health');

@@ -16,12 +16,21 @@
 import { sql, type Db, type Queryable } from '../db/index.js';
 import { quoteIdent } from '../db/sql.js';
 import { defaultLimits, type Limits } from '../limits.js';
+import { REQUEST_PATH_FUNCTIONS } from '../scale/distribution.js';
 
-/** The managed functions a request (or maintenance) calls directly. */
-export const REQUEST_FUNCTIONS = [
-  'connect', 'push_create', 'push_chunk', 'push_commit', 'push_delete', 'pull', 'committed_rows', 'snapshot_create',
-  'snapshot_page', 'snapshot_delete', 'watch_latest', 'status_facts', 'layout_state', 'count', 'server_bundle_begin', 'server_bundle_finish', 'maintenance_step',
-] as const;
+/** Managed functions a request or maintenance calls that read or keep the whole database, not one user's scope. */
+const UNSCOPED_REQUEST_FUNCTIONS = ['status_facts', 'layout_state', 'maintenance_step'] as const;
+
+/**
+ * The managed functions a request (or maintenance) calls directly, named without the schema: the
+ * request path's list (the one Citus delegates) and the unscoped ones. Derived, not repeated: a
+ * reader added to the request path without its lock bound waited for a lock until the client's
+ * query bound (22 s) instead of lock_timeout_ms (layout 27's page readers, until this).
+ */
+export const REQUEST_FUNCTIONS: readonly string[] = [
+  ...REQUEST_PATH_FUNCTIONS.map((f) => f.name.replace(/^sync\./, '')),
+  ...UNSCOPED_REQUEST_FUNCTIONS,
+];
 
 export type TimeBounds = Pick<Limits, 'statementTimeoutMs' | 'lockTimeoutMs' | 'idleInTransactionTimeoutMs' | 'clientCheckIntervalMs' | 'maxSourcesPerUser'>;
 

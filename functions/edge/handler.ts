@@ -153,12 +153,16 @@ function finishRequest(telemetry: Telemetry, started: number, route: string, ans
   const body = (answer.body ?? {}) as { error?: unknown; reason?: unknown };
   const code = typeof body.error === 'string' ? body.error : undefined;
   let reason: string | undefined;
+  let cause: string | undefined;
   if (answer.status === 503) {
     reason = typeof body.reason === 'string' ? body.reason : code === 'service_unavailable' ? 'database' : code;
+    // A SyncError's code is already the answer's; the driver's or the database's is the news.
+    const errorCode = error instanceof SyncError ? undefined : (error as { code?: unknown } | null | undefined)?.code;
+    cause = typeof errorCode === 'string' ? errorCode : undefined;
     telemetry.count('Unavailable', 1, reason);
     if (code === 'commit_outcome_unknown') telemetry.count('CommitOutcomeUnknown');
   } else if (answer.status >= 500) telemetry.count('InternalErrors');
-  telemetry.finish({ route, status: answer.status, error: code, reason, roundTrips, durationMs: Date.now() - started, userId: userId || undefined }, error);
+  telemetry.finish({ route, status: answer.status, error: code, reason, cause, roundTrips, durationMs: Date.now() - started, userId: userId || undefined }, error);
 }
 
 const NO_ACTOR: Actor = Object.freeze({ userId: '', sourceId: '' });

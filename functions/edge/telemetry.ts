@@ -47,6 +47,12 @@ export interface RequestOutcome {
   readonly error?: string | undefined;
   /** Why a 503 was answered: the body's `reason`, else `database`. */
   readonly reason?: string | undefined;
+  /**
+   * What the database or the driver said, for a 503: the error's SQLSTATE or socket code (55P03 a
+   * lock wait ran out, 57014 a statement bound, ETIMEDOUT the client stopped waiting). A lock bound
+   * an operator expects to answer in a second looks, without it, like one that took the whole query bound.
+   */
+  readonly cause?: string | undefined;
   readonly roundTrips: number;
   readonly durationMs: number;
   readonly userId?: string | undefined;
@@ -77,6 +83,7 @@ function outcomeFields(outcome: RequestOutcome): LogFields {
     status: outcome.status,
     ...(outcome.error ? { error_code: outcome.error } : {}),
     ...(outcome.reason ? { reason: outcome.reason } : {}),
+    ...(outcome.cause ? { cause: outcome.cause } : {}),
     round_trips: outcome.roundTrips,
     duration_ms: Math.round(outcome.durationMs),
     ...(outcome.userId ? { user_id: outcome.userId } : {}),
