@@ -23,6 +23,12 @@
  * statement (and the triggers and foreign-key actions it sets off) will touch. Writes collected
  * that way are reported per committed transaction (`onCommit`, the base of live queries); reads
  * are collected only on request (`tablesRead`).
+ *
+ * Statements of `run`, `query` and `runMany` stay prepared, a few dozen per connection (most
+ * recently used kept): the client runs the same statements at every sync, and preparing a write
+ * to a table with capture triggers compiles the triggers too. A cached statement keeps the tables
+ * its preparation wrote (the authorizer does not run again), and adds any a re-preparation after a
+ * schema change reports.
  */
 import * as SQLite from 'wa-sqlite';
 import { isWellFormed, maxTextBytes, readText, writeText } from './text-bytes.js';
@@ -91,6 +97,7 @@ export interface WaSqliteModule {
   /** Synchronous in the synchronous build, the only one Lockstep loads (see runManyNow). */
   _sqlite3_step(stmt: number): number;
   _sqlite3_reset(stmt: number): number;
+  _sqlite3_clear_bindings(stmt: number): number;
   /** The address of sqlite3_free, the destructor that hands a bound buffer to SQLite. */
   _getSqliteFree(): number;
 }
@@ -109,6 +116,12 @@ export interface WaSqliteDbOptions {
 }
 
 const DEFAULT_CACHE_KIB = 32 * 1024;
+
+/**
+ * Prepared statements kept per connection. The client's own statements number a few dozen;
+ * an application's queries beyond that are prepared again when they come back.
+ */
+export const STATEMENT_CACHE_SIZE = 64;
 
 /** sqlite3_bind_text's destructor for a buffer the caller keeps valid while SQLite may read it. */
 const SQLITE_STATIC = 0;
@@ -141,6 +154,13 @@ const leadingNoise = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)+/;
 
 type ChangeKind = 'dml' | 'none' | 'unknown';
 
+/** One statement kept prepared (see the file comment). */
+interface CachedStatement {
+  readonly stmt: number;
+  /** Every table the statement may write, as the authorizer reported it at each preparation. */
+  readonly writes: Set<string>;
+}
+
 function changeKind(sql: string): ChangeKind {
   const head = sql.replace(leadingNoise, '');
   if (dmlStart.test(head)) return 'dml';
@@ -164,15 +184,21 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   /** While tablesRead() prepares its statement: the tables read; writes are not recorded then. */
   let reading: Set<string> | null = null;
   const commitListeners = new Set<CommitListener>();
+  /** Prepared statements by SQL text, least recently used first (Map order). */
+  const cache = new Map<string, CachedStatement>();
+  /** While a cached statement is prepared or stepped: its write set, which a re-preparation extends. */
+  let preparingWrites: Set<string> | null = null;
 
   function authorize(_user: unknown, action: number, first: string | null, second: string | null): number {
     if (reading) {
       if (action === AUTH.READ && first !== null) reading.add(first);
-    } else if (WRITES_FIRST.has(action)) {
-      if (first !== null) written.add(first);
-    } else if (action === AUTH.ALTER_TABLE && second !== null) {
-      // ALTER TABLE names the database first and the table second.
-      written.add(second);
+      return SQLite.SQLITE_OK;
+    }
+    // ALTER TABLE names the database first and the table second.
+    const table = WRITES_FIRST.has(action) ? first : action === AUTH.ALTER_TABLE ? second : null;
+    if (table !== null) {
+      written.add(table);
+      preparingWrites?.add(table);
     }
     return SQLite.SQLITE_OK;
   }
@@ -366,6 +392,58 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
     }
   }
 
+  /**
+   * The statement for `sql`, prepared once and kept (see the file comment). Its writes count as
+   * made now, as a fresh preparation's would. Run it through `withStatement`.
+   */
+  async function cachedStatement(sql: string): Promise<CachedStatement> {
+    const hit = cache.get(sql);
+    if (hit) {
+      cache.delete(sql);
+      cache.set(sql, hit);
+      for (const table of hit.writes) written.add(table);
+      return hit;
+    }
+    const writes = new Set<string>();
+    preparingWrites = writes;
+    let stmt: number;
+    try {
+      stmt = await prepare(sql);
+    } finally {
+      preparingWrites = null;
+    }
+    const entry: CachedStatement = { stmt, writes };
+    cache.set(sql, entry);
+    if (cache.size > STATEMENT_CACHE_SIZE) {
+      const [oldestSql, oldest] = cache.entries().next().value as [string, CachedStatement];
+      cache.delete(oldestSql);
+      await sqlite3.finalize(oldest.stmt);
+    }
+    return entry;
+  }
+
+  /**
+   * Runs `use` on the cached statement for `sql`, then resets it and clears its bindings: a kept
+   * statement must not hold a read transaction open, nor point into a buffer freed after the call.
+   */
+  async function withStatement<T>(sql: string, use: (entry: CachedStatement) => Promise<T>): Promise<T> {
+    const entry = await cachedStatement(sql);
+    preparingWrites = entry.writes;
+    try {
+      return await use(entry);
+    } finally {
+      preparingWrites = null;
+      module._sqlite3_reset(entry.stmt);
+      module._sqlite3_clear_bindings(entry.stmt);
+    }
+  }
+
+  async function finalizeCached(): Promise<void> {
+    const entries = [...cache.values()];
+    cache.clear();
+    for (const entry of entries) await sqlite3.finalize(entry.stmt);
+  }
+
   async function totalChanges(): Promise<number> {
     const rows = await queryNow('SELECT total_changes() AS n');
     return Number(rows[0]?.['n'] ?? 0);
@@ -397,55 +475,54 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
   }
 
   async function queryNow<T extends SqlRow>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
-    let stmt = 0;
     try {
-      stmt = await prepare(sql);
-      bindAll(stmt, params, sql, sqlite3.bind_parameter_count(stmt));
-      const names = sqlite3.column_names(stmt);
-      const rows: T[] = [];
-      let rc: number;
-      while ((rc = module._sqlite3_step(stmt)) === SQLite.SQLITE_ROW) {
-        const row: SqlRow = {};
-        for (let i = 0; i < names.length; i++) row[names[i] as string] = readColumn(stmt, i);
-        rows.push(row as T);
-      }
-      if (rc !== SQLite.SQLITE_DONE) await stepFailed(stmt, rc, sql);
-      return rows;
+      return await withStatement(sql, async ({ stmt }) => {
+        bindAll(stmt, params, sql, sqlite3.bind_parameter_count(stmt));
+        const rows: T[] = [];
+        let rc = module._sqlite3_step(stmt);
+        // The names after the first step: a re-preparation (a schema change) may have changed them.
+        const names = sqlite3.column_names(stmt);
+        for (; rc === SQLite.SQLITE_ROW; rc = module._sqlite3_step(stmt)) {
+          const row: SqlRow = {};
+          for (let i = 0; i < names.length; i++) row[names[i] as string] = readColumn(stmt, i);
+          rows.push(row as T);
+        }
+        if (rc !== SQLite.SQLITE_DONE) await stepFailed(stmt, rc, sql);
+        return rows;
+      });
     } catch (error) {
       throw fail(error, sql);
-    } finally {
-      if (stmt) await sqlite3.finalize(stmt);
     }
   }
 
   // The bulk path: one prepare, then bind/step/reset per row, no per-row arrays or closures.
   async function runManyNow(sql: string, paramRows: readonly (readonly SqlValue[])[]): Promise<{ changes: number }> {
-    let stmt = 0;
     const arena: TextArena = { ptr: 0, bytes: 0 };
     try {
       const kind = changeKind(sql);
       const before = kind === 'unknown' ? await totalChanges() : 0;
-      stmt = await prepare(sql);
-      const count = sqlite3.bind_parameter_count(stmt);
-      let changes = 0;
-      for (let r = 0; r < paramRows.length; r++) {
-        bindRow(stmt, paramRows[r] as readonly SqlValue[], sql, count, arena);
-        // The module's own step and reset (see stepFailed).
-        let rc: number;
-        while ((rc = module._sqlite3_step(stmt)) === SQLite.SQLITE_ROW) {
-          // Rows of a DML ... RETURNING are not part of runMany()'s answer.
+      let changes = await withStatement(sql, async ({ stmt }) => {
+        const count = sqlite3.bind_parameter_count(stmt);
+        let sum = 0;
+        for (let r = 0; r < paramRows.length; r++) {
+          bindRow(stmt, paramRows[r] as readonly SqlValue[], sql, count, arena);
+          // The module's own step and reset (see stepFailed).
+          let rc: number;
+          while ((rc = module._sqlite3_step(stmt)) === SQLite.SQLITE_ROW) {
+            // Rows of a DML ... RETURNING are not part of runMany()'s answer.
+          }
+          if (rc !== SQLite.SQLITE_DONE) await stepFailed(stmt, rc, sql);
+          if (kind === 'dml') sum += sqlite3.changes(db);
+          module._sqlite3_reset(stmt);
         }
-        if (rc !== SQLite.SQLITE_DONE) await stepFailed(stmt, rc, sql);
-        if (kind === 'dml') changes += sqlite3.changes(db);
-        module._sqlite3_reset(stmt);
-      }
+        return sum;
+      });
       if (kind === 'unknown') changes = (await totalChanges()) - before;
       return { changes };
     } catch (error) {
       throw fail(error, sql);
     } finally {
-      if (stmt) await sqlite3.finalize(stmt);
-      // After the finalize: the statement's bindings point into the arena until then.
+      // withStatement cleared the bindings that pointed into the arena.
       if (arena.ptr !== 0) module._sqlite3_free(arena.ptr);
     }
   }
@@ -540,6 +617,7 @@ export function createWaSqliteDb(sqlite3: SQLiteAPI, db: number, options: WaSqli
       closed = true;
       await queue.push(async () => {
         try {
+          await finalizeCached();
           await sqlite3.close(db);
         } catch (error) {
           throw fail(error);

@@ -395,5 +395,43 @@ function tablesConformanceCases(withDb: (fn: (db: SqliteDb) => Promise<void>) =>
       expect(commits.length).toBe(before);
     }));
 
+  it('a statement kept prepared reports its writes at every commit, and follows schema changes', () =>
+    withDb(async (db) => {
+      await db.exec(schema);
+      const commits: string[][] = [];
+      db.onCommit((tables) => commits.push(sorted(tables)));
+      await db.run("INSERT INTO parent VALUES ('p', 'one')");
+      const insertChild = 'INSERT INTO child VALUES (?, ?, ?)';
+      for (const id of ['c1', 'c2']) {
+        await db.transaction(async (tx) => void (await tx.run(insertChild, [id, 'p', 1])));
+        expect(commits.at(-1)).toEqual(['audit', 'child']);
+      }
+      // A trigger added later writes another table: the same statement reports it, every time.
+      await db.exec('CREATE TABLE log (what TEXT); CREATE TRIGGER child_log AFTER INSERT ON child BEGIN INSERT INTO log VALUES (NEW.id); END;');
+      for (const id of ['c3', 'c4']) {
+        await db.runMany(insertChild, [[id, 'p', 2]]);
+        expect(commits.at(-1)).toEqual(['audit', 'child', 'log']);
+      }
+      expect(await db.query('SELECT what FROM log ORDER BY what')).toEqual([{ what: 'c3' }, { what: 'c4' }]);
+      // A column added later shows in the same SELECT *.
+      await db.run("INSERT INTO pairs VALUES ('k', 1)");
+      expect(await db.query('SELECT * FROM pairs')).toEqual([{ k: 'k', v: 1 }]);
+      await db.exec('ALTER TABLE pairs ADD COLUMN w');
+      expect(await db.query('SELECT * FROM pairs')).toEqual([{ k: 'k', v: 1, w: null }]);
+      // A dropped table fails the statement with SQLite's message; created again, it works again.
+      await db.exec('DROP TABLE pairs');
+      await expect(db.query('SELECT * FROM pairs')).rejects.toThrow(/no such table: pairs/);
+      await db.exec('CREATE TABLE pairs (k TEXT PRIMARY KEY, v)');
+      expect(await db.query('SELECT * FROM pairs')).toEqual([]);
+      // A failed step leaves the statement usable, with nothing of the failed binding.
+      for (let i = 0; i < 2; i++) await expect(db.run(insertChild, ['c1', 'p', 9])).rejects.toBeInstanceOf(SqliteError);
+      await db.run(insertChild, ['c5', 'p', 5]);
+      expect(await db.query('SELECT id, n FROM child WHERE id IN (?, ?) ORDER BY id', ['c1', 'c5'])).toEqual([{ id: 'c1', n: 1 }, { id: 'c5', n: 5 }]);
+      // More statements than are kept: each still answers its own result.
+      for (let round = 0; round < 2; round++) {
+        for (let i = 0; i < 150; i++) expect(await db.query(`SELECT ? + ${i} AS n`, [round])).toEqual([{ n: round + i }]);
+      }
+    }));
+
   return cases;
 }
