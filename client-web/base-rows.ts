@@ -17,7 +17,7 @@
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { keyFromWire, payloadToValues } from './apply.js';
-import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
+import { ensureTriggers, type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
 import { rowToPayload } from './outbox.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
@@ -27,7 +27,7 @@ export function baseTable(t: TableModel): string {
 
 const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
 
-/** The base tables and their triggers, following the model (recreated on every open, like the capture triggers). */
+/** The base tables and their triggers, following the model (recreated when they differ, like the capture triggers). */
 export async function installBaseCapture(db: SqliteDb, model: LocalModel): Promise<void> {
   await db.transaction(async (tx) => {
     for (const t of model.tables) {
@@ -46,11 +46,11 @@ export async function installBaseCapture(db: SqliteDb, model: LocalModel): Promi
       const when = `WHEN (SELECT applying FROM _sync_control WHERE id = 1) = 0 ` +
         `AND NOT EXISTS (SELECT 1 FROM _sync_dirty WHERE tbl = ${lit(t.local)} AND key = OLD.${key})`;
       const copy = `INSERT OR REPLACE INTO ${base} (${cols.join(', ')}) VALUES (${cols.map((c) => `OLD.${c}`).join(', ')});`;
-      const name = (suffix: string) => qi(syncTriggerName(t.local, suffix));
-      await tx.exec(`DROP TRIGGER IF EXISTS ${name('base_upd')};
-DROP TRIGGER IF EXISTS ${name('base_del')};
-CREATE TRIGGER ${name('base_upd')} BEFORE UPDATE ON ${qi(t.local)} ${when} BEGIN ${copy} END;
-CREATE TRIGGER ${name('base_del')} BEFORE DELETE ON ${qi(t.local)} ${when} BEGIN ${copy} END;`);
+      const trigger = (suffix: string, event: string) => {
+        const name = syncTriggerName(t.local, suffix);
+        return { name, sql: `CREATE TRIGGER ${qi(name)} BEFORE ${event} ON ${qi(t.local)} ${when} BEGIN ${copy} END` };
+      };
+      await ensureTriggers(tx, [trigger('base_upd', 'UPDATE'), trigger('base_del', 'DELETE')]);
     }
   });
 }

@@ -28,12 +28,13 @@
  *   to its stable bundle, or a snapshot), so live queries can say their rows are complete.
  * - `_sync_trg_<table>_{ins,upd,del}`: capture triggers, whose insert and update also refuse a
  *   value that is not its column's local form (codec.ts decides it: a key the wire would change,
- *   text in an INTEGER column, an array that is not JSON text, U+0000 …), recreated on every
- *   open; those of a table no longer managed are dropped with its dirty marks.
+ *   text in an INTEGER column, an array that is not JSON text, U+0000 …), recreated at an open
+ *   when they differ from the model's; those of a table no longer managed are dropped with its
+ *   dirty marks.
  */
 import { keyRefusals, localFormOf, type Refusal } from './codec.js';
 import { INVALID_LOCAL_ROW_MARK } from './local-writes.js';
-import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-schema.js';
+import { ensureTriggers, type LocalModel, type TableModel, type TriggerDef, qi, syncTriggerName } from './local-schema.js';
 import { type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
 const STATE_DDL = `
@@ -216,8 +217,7 @@ function checkSql(t: TableModel, when: 'INSERT' | 'UPDATE'): string {
  * statement as one in a BEFORE trigger would. `checks: false` installs capture alone (the
  * benchmark's baseline: the client before the checks).
  */
-function triggerSql(t: TableModel, checks: boolean): string {
-  const name = (suffix: string) => qi(syncTriggerName(t.local, suffix));
+function captureTriggers(t: TableModel, checks: boolean): TriggerDef[] {
   const table = qi(t.local);
   const key = qi(t.key.name);
   const tbl = lit(t.local);
@@ -226,23 +226,24 @@ function triggerSql(t: TableModel, checks: boolean): string {
   const mark = (ref: string) =>
     `INSERT INTO _sync_dirty (tbl, key, state) VALUES (${tbl}, ${ref}, 0) ON CONFLICT (tbl, key) DO UPDATE SET state = CASE state WHEN 1 THEN 2 ELSE state END;`;
   const check = (op: 'INSERT' | 'UPDATE') => (checks ? `${checkSql(t, op)} ` : '');
-  return `
-DROP TRIGGER IF EXISTS ${name('ins')};
-DROP TRIGGER IF EXISTS ${name('upd')};
-DROP TRIGGER IF EXISTS ${name('del')};
-DROP TRIGGER IF EXISTS ${name('key_ins')};
-DROP TRIGGER IF EXISTS ${name('key_upd')};
-CREATE TRIGGER ${name('ins')} AFTER INSERT ON ${table} ${when} BEGIN ${check('INSERT')}${mark(`NEW.${key}`)} END;
-CREATE TRIGGER ${name('upd')} AFTER UPDATE ON ${table} ${when} BEGIN ${check('UPDATE')}${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)} END;
-CREATE TRIGGER ${name('del')} AFTER DELETE ON ${table} ${when} BEGIN ${mark(`OLD.${key}`)} END;
-`;
+  const trigger = (suffix: string, event: string, body: string): TriggerDef => {
+    const name = syncTriggerName(t.local, suffix);
+    return { name, sql: `CREATE TRIGGER ${qi(name)} AFTER ${event} ON ${table} ${when} BEGIN ${body} END` };
+  };
+  return [
+    trigger('ins', 'INSERT', `${check('INSERT')}${mark(`NEW.${key}`)}`),
+    trigger('upd', 'UPDATE', `${check('UPDATE')}${mark(`OLD.${key}`)} ${mark(`NEW.${key}`)}`),
+    trigger('del', 'DELETE', mark(`OLD.${key}`)),
+  ];
 }
 
 /**
- * Capture triggers for every managed table; recreated each open so they follow the model. A table
- * no longer in the config loses its triggers and its bookkeeping: its writes are local only from
- * now on (dirty marks it kept could never be pushed, and would block detach for good). Should it
- * be managed again, it counts as new (recordLocalModel) and the next sync refreshes it.
+ * Capture triggers for every managed table, following the model: recreated when they differ from
+ * the model's (ensureTriggers), with the separate check triggers of earlier releases (`key_ins`,
+ * `key_upd`) dropped. A table no longer in the config loses its triggers and its bookkeeping: its
+ * writes are local only from now on (dirty marks it kept could never be pushed, and would block
+ * detach for good). Should it be managed again, it counts as new (recordLocalModel) and the next
+ * sync refreshes it.
  */
 export async function installTriggers(db: SqliteDb, model: LocalModel, options: { readonly checks?: boolean } = {}): Promise<void> {
   await db.transaction(async (tx) => {
@@ -254,7 +255,9 @@ export async function installTriggers(db: SqliteDb, model: LocalModel, options: 
     for (const table of ['_sync_dirty', '_sync_skipped', '_sync_row_meta', '_sync_local_model']) {
       await tx.run(`DELETE FROM ${table} WHERE ${notManaged}`, managed);
     }
-    for (const t of model.tables) await tx.exec(triggerSql(t, options.checks ?? true));
+    for (const t of model.tables) {
+      await ensureTriggers(tx, captureTriggers(t, options.checks ?? true), ['key_ins', 'key_upd'].map((suffix) => syncTriggerName(t.local, suffix)));
+    }
   });
 }
 

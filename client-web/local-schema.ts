@@ -30,6 +30,28 @@ export function syncTriggerName(table: string, suffix: string): string {
   return `_sync_trg_${table}_${suffix}`;
 }
 
+/** One of the client's triggers: its name and its whole CREATE TRIGGER statement. */
+export interface TriggerDef {
+  readonly name: string;
+  readonly sql: string;
+}
+
+/**
+ * Makes `wanted` the triggers of those names, and drops the `obsolete` ones: nothing is done when
+ * each wanted trigger exists with exactly its CREATE text (SQLite keeps the text as it was given)
+ * and no obsolete one is left, otherwise all of them are dropped and the wanted ones created.
+ * Recreating them at every open would change the schema at every open: the open would parse the
+ * triggers again, and every statement prepared before it would be prepared again.
+ */
+export async function ensureTriggers(tx: SqliteStatements, wanted: readonly TriggerDef[], obsolete: readonly string[] = []): Promise<void> {
+  const names = [...wanted.map((w) => w.name), ...obsolete];
+  const present = await tx.query<{ name: string; sql: string }>(
+    `SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`, names);
+  const same = present.length === wanted.length && wanted.every((w) => present.some((p) => p.name === w.name && p.sql === w.sql));
+  if (same) return;
+  await tx.exec([...names.map((name) => `DROP TRIGGER IF EXISTS ${qi(name)};`), ...wanted.map((w) => `${w.sql};`)].join('\n'));
+}
+
 /** One managed table, local and server side. */
 export interface TableModel {
   readonly schema: string;

@@ -173,4 +173,31 @@ describe('the local form of every column type: checked at the write, read back b
     await expect(db.run('INSERT INTO forms (id) VALUES (?)', ['\udfffk'])).rejects.toMatchObject({ details: { column: 'id', reason: expect.stringMatching(/surrogate/) } });
     expect(await raw.query('SELECT count(*) AS n FROM forms WHERE id IN (?, ?)', ['k\u0000', '\udfffk'])).toEqual([{ n: 0 }]);
   });
+
+  it("an open keeps triggers that are exactly the model's, and recreates any that differ or are missing", async () => {
+    const schemaVersion = async () => Number((await raw.query('PRAGMA schema_version'))[0]?.['schema_version']);
+    const triggers = async () => (await raw.query<{ name: string; sql: string }>(
+      "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'forms' ORDER BY name"));
+    const installed = await triggers();
+    expect(installed.map((t) => t.name)).toEqual(['_sync_trg_forms_del', '_sync_trg_forms_ins', '_sync_trg_forms_upd']);
+    // The same model again: no DDL at all (the schema's version is unchanged).
+    const version = await schemaVersion();
+    await installTriggers(raw, model);
+    expect(await schemaVersion()).toBe(version);
+    // A missing trigger, one of an earlier release, or another body: recreated as the model says.
+    await raw.exec('DROP TRIGGER _sync_trg_forms_upd');
+    await installTriggers(raw, model);
+    expect(await triggers()).toEqual(installed);
+    await raw.exec('CREATE TRIGGER _sync_trg_forms_key_ins AFTER INSERT ON forms BEGIN SELECT 1; END');
+    await installTriggers(raw, model);
+    expect(await triggers()).toEqual(installed);
+    await installTriggers(raw, model, { checks: false });
+    expect((await triggers()).find((t) => t.name === '_sync_trg_forms_ins')?.sql).not.toContain('json_extract');
+    await installTriggers(raw, model);
+    expect(await triggers()).toEqual(installed);
+    // Kept or recreated, they capture and check.
+    await db.run('INSERT INTO forms (id, i) VALUES (?, ?)', ['kept', 1]);
+    expect(await raw.query("SELECT state FROM _sync_dirty WHERE tbl = 'forms' AND key = 'kept'")).toEqual([{ state: 0 }]);
+    await expect(db.run('INSERT INTO forms (id, i) VALUES (?, ?)', ['refused', 'text'])).rejects.toMatchObject({ code: 'invalid_local_row' });
+  });
 });
