@@ -43,13 +43,16 @@ const pgProject = (major: 16 | 17) => ({
 // Pool-safety proofs (docs/protocol.md §1): the PostgreSQL suites again on 17 with the runtime's pool
 // through PgBouncer in transaction mode, and over the Neon driver (WebSocket) instead of `pg`.
 // See test/support/global-setup.ts and runtimePoolOptions in test/support/server-db.ts.
-// Suites that spawn built bundles or measure performance stay on the direct projects.
+// Suites that spawn built bundles or measure performance stay on the direct projects, and so do
+// suites that never use the runtime's pool: the bootstrap CLI opens its own connection to the
+// direct URL, so a pooled project would repeat pg17's run exactly.
+const DIRECT_ONLY_SUITES = ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', 'test/bootstrap-cli.pg.test.ts'];
 const pooledProject = (name: 'pgbouncer17' | 'neon17') => ({
   extends: true as const,
   test: {
     name,
     include: ['test/**/*.pg.test.ts'],
-    exclude: ['test/built-bundles.pg.test.ts', 'test/**/*perf*.pg.test.ts', ...ONCE_SUITES, ...(name === 'neon17' ? CLIENT_SUITES : [])],
+    exclude: [...DIRECT_ONLY_SUITES, ...ONCE_SUITES, ...(name === 'neon17' ? CLIENT_SUITES : [])],
     globalSetup: ['test/support/global-setup.ts'],
   },
 });
