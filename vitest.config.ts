@@ -80,7 +80,7 @@ export default defineConfig({
     // 788 s with 2 forks, 659 s with 3, 627 s with 4 (at load ~6, too close to what the burner
     // check already adds).
     poolOptions: { forks: { maxForks: 3, minForks: 1 } },
-    setupFiles: ['test/support/http-agent.ts'],
+    setupFiles: ['test/support/http-agent.ts', 'test/support/scratch.ts'],
     reporters: ['default', new SkipSummary(skippedProjects)],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts', 'test/**/*.web.test.ts'] } },

@@ -5,12 +5,12 @@
  * difference is the runtime's request pool) it would repeat pg17's run exactly.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openTestDb } from './support/server-db.js';
 import { APP_SCHEMA_SQL } from './support/schemas.js';
+import { scratchDir } from './support/scratch.js';
 
 function runCli(env: Record<string, string>, args: readonly string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
@@ -49,7 +49,7 @@ describe('npm run bootstrap (dev/bootstrap-cli.ts)', () => {
       expect(unsafe.code, unsafe.stderr).toBe(4);
       expect(unsafe.stderr).toMatch(/^unsafe_schema_change: /m);
       expect(unsafe.stderr).toContain('drop-column:app.items.attachment');
-      const file = join(mkdtempSync(join(tmpdir(), 'lockstep-cli-')), 'change.sql');
+      const file = join(scratchDir('cli'), 'change.sql');
       writeFileSync(file, 'ALTER TABLE app.lists ADD COLUMN note text;');
       const accepted = await runCli(env, ['--accept', 'drop-column:app.items.attachment', '--sql', file]);
       expect(accepted.code, accepted.stderr).toBe(0);

@@ -6,14 +6,14 @@
  */
 import { createServer, type Server } from 'node:http';
 import { connect as netConnect } from 'node:net';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import { startGateway } from '../dev/gateway.js';
 import { startTestServer, signToken, TEST_JWT_SECRET, type TestServer } from './support/server.js';
 import { HANG_MS } from './support/until.js';
+import { scratchDir } from './support/scratch.js';
 
 /** Sends raw bytes and resolves with what came back once the server answered or closed. */
 function rawExchange(url: string, head: string, body: Buffer | undefined, options: { finish?: boolean; waitMs?: number } = {}): Promise<string> {
@@ -145,7 +145,7 @@ describe('gateway authentication', () => {
 describe('gateway static files', () => {
   let s: TestServer;
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lockstep-static-'));
+    const dir = scratchDir('static');
     writeFileSync(join(dir, 'index.html'), '<!doctype html><title>app</title>');
     s = await startTestServer({ staticDir: dir });
   });

@@ -9,8 +9,6 @@
  * the deploy bootstrapped, it syncs, the new column's values included. The catalog's own refresh
  * is an hour here, so nothing else can explain a fresh answer.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type SyncStatus } from '../client-web/api.js';
@@ -18,6 +16,7 @@ import { errorCodeOf, isRetriableCode, type SyncErrorCode } from '../client-web/
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { LOCAL_APP_SQL, blobOfUuid, openDevice, type Device } from './support/client-harness.js';
 import { APP_TABLES } from './support/schemas.js';
+import { scratchDir } from './support/scratch.js';
 import { startTestServer, type TestServer } from './support/server.js';
 import { until } from './support/until.js';
 import { expectStatus, initEmpty, list, push, uuid } from './support/write-helpers.js';
@@ -114,7 +113,7 @@ describe('a running server serves what bootstrap just added (issue 23 item 11)',
     const s = await startTestServer({ env: HOUR, feed: false });
     servers.push(s);
     const user = 'deploy-attached';
-    const path = join(mkdtempSync(join(tmpdir(), 'lockstep-deploy-')), 'device.db');
+    const path = join(scratchDir('deploy'), 'device.db');
     const before = await openDevice(s, user, { path });
     await before.client.attach(user);
     await before.close();

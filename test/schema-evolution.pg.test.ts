@@ -14,6 +14,7 @@ import { startTestServer, type TestServer } from './support/server.js';
 import { APP_TABLES } from './support/schemas.js';
 import { LOCAL_APP_SQL, LOCAL_APP_TABLES, blobOfUuid, openDevice, uuidOfBlob, type Device } from './support/client-harness.js';
 import { readSnapshot } from './support/read-helpers.js';
+import { scratchDir } from './support/scratch.js';
 import { expectStatus, initEmpty, item, list, push, pushOk, requestHash, uuid, type PushRow } from './support/write-helpers.js';
 
 const TAGS_SQL = `CREATE TABLE app.tags (
@@ -159,10 +160,8 @@ describe('additive changes while clients are mid-push and mid-hydration', () => 
 describe('a device upgraded in place refreshes the tables that gained a column', () => {
   it('rebuilds on the next sync, keeps the pending row, and gets the values it lacked', async () => {
     const s = await startTestServer();
-    const { mkdtempSync } = await import('node:fs');
-    const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
-    const file = join(mkdtempSync(join(tmpdir(), 'lockstep-evo-')), 'device.db');
+    const file = join(scratchDir('evo'), 'device.db');
     const device = await openDevice(s, 'inplace', { path: file });
     try {
       await device.client.attach('inplace');

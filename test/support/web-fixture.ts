@@ -4,18 +4,17 @@
  * wasm next to them, where the wa-sqlite module looks for it (as dev/build-demo.ts does for the
  * demo). Serve the folder with startTestServer({ staticDir }).
  */
-import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { scratchDir } from './scratch.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** Bundles `entries` (output name → source path relative to the repository) into a new folder. */
+/** Bundles `entries` (output name → source path relative to the repository) into a new folder, removed when the test file ends. */
 export async function buildWebFixture(entries: Readonly<Record<string, string>>): Promise<string> {
-  const outDir = mkdtempSync(join(tmpdir(), 'lockstep-web-'));
-  mkdirSync(outDir, { recursive: true });
+  const outDir = scratchDir('web');
   await build({
     entryPoints: Object.fromEntries(Object.entries(entries).map(([name, path]) => [name, join(ROOT, path)])),
     outdir: outDir,
