@@ -36,31 +36,45 @@ function commandWorks(command: string, args: readonly string[]): boolean {
   return spawnSync(command, args, { encoding: 'utf8', stdio: 'ignore' }).status === 0;
 }
 
-let cached: Readonly<Record<NeedId, Need>> | undefined;
+/**
+ * How each need is checked. cfn-lint's check starts Python (~2 s), and vitest evaluates
+ * vitest.config.ts once per project (seven times a run), whose project list asks only whether
+ * PgBouncer is here: so each need is checked when first asked for, not all at once (the eager
+ * check cost ~14 s before the first test of every `vitest run`).
+ */
+const CHECKS: Readonly<Record<NeedId, () => boolean>> = {
+  pgbouncer: () => PGBOUNCER_BIN !== undefined,
+  chromium: () => findChromium() !== null,
+  'cfn-lint': () => commandWorks('cfn-lint', ['--version']),
+};
 
-/** The needs, checked once per process. */
+const checked = new Map<NeedId, boolean>();
+
+function available(id: NeedId): boolean {
+  let found = checked.get(id);
+  if (found === undefined) checked.set(id, (found = CHECKS[id]()));
+  return found;
+}
+
+const DESCRIPTIONS: Readonly<Record<NeedId, Omit<Need, 'id' | 'available'>>> = {
+  pgbouncer: {
+    suites: 'project pgbouncer17 (every *.pg.test.ts through PgBouncer in transaction mode)',
+    missing: 'pgbouncer is not installed and no npm package provides it: apt-get install pgbouncer (.ci/run does)',
+  },
+  chromium: {
+    suites: 'project web17 (test/*.web.test.ts, the demo in a browser)',
+    missing: `no chromium: @sparticuz/chromium (a devDependency) ships one for linux-x64 only, this is ${process.platform}-${process.arch}; install chromium or set CHROMIUM_PATH`,
+  },
+  'cfn-lint': {
+    suites: 'test/template-routes.test.ts > passes cfn-lint',
+    missing: 'cfn-lint is not installed (a Python tool; neither Debian nor npm packages it): pip install cfn-lint',
+  },
+};
+
+/** The needs; each one's `available` is checked once per process, when first read. */
 export function needs(): Readonly<Record<NeedId, Need>> {
-  cached ??= {
-    pgbouncer: {
-      id: 'pgbouncer',
-      suites: 'project pgbouncer17 (every *.pg.test.ts through PgBouncer in transaction mode)',
-      available: PGBOUNCER_BIN !== undefined,
-      missing: 'pgbouncer is not installed and no npm package provides it: apt-get install pgbouncer (.ci/run does)',
-    },
-    chromium: {
-      id: 'chromium',
-      suites: 'project web17 (test/*.web.test.ts, the demo in a browser)',
-      available: findChromium() !== null,
-      missing: `no chromium: @sparticuz/chromium (a devDependency) ships one for linux-x64 only, this is ${process.platform}-${process.arch}; install chromium or set CHROMIUM_PATH`,
-    },
-    'cfn-lint': {
-      id: 'cfn-lint',
-      suites: 'test/template-routes.test.ts > passes cfn-lint',
-      available: commandWorks('cfn-lint', ['--version']),
-      missing: 'cfn-lint is not installed (a Python tool; neither Debian nor npm packages it): pip install cfn-lint',
-    },
-  };
-  return cached;
+  const need = (id: NeedId): Need => ({ id, ...DESCRIPTIONS[id], get available() { return available(id); } });
+  return { pgbouncer: need('pgbouncer'), chromium: need('chromium'), 'cfn-lint': need('cfn-lint') };
 }
 
 /** Whether a skip for want of `id` is tolerated in this run. */
