@@ -32,15 +32,15 @@ export const ALLOWED_SKIPS: readonly string[] = (process.env['LOCKSTEP_ALLOW_SKI
 /** Debian's PgBouncer (`.ci/run` installs it); no npm package ships one. */
 export const PGBOUNCER_BIN = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => existsSync(p));
 
+/** Whether `command` runs: asked, not looked up on PATH, where a pyenv shim stands for a tool its Python may lack. */
 function commandWorks(command: string, args: readonly string[]): boolean {
   return spawnSync(command, args, { encoding: 'utf8', stdio: 'ignore' }).status === 0;
 }
 
 /**
- * How each need is checked. cfn-lint's check starts Python (~2 s), and vitest evaluates
- * vitest.config.ts once per project (seven times a run), whose project list asks only whether
- * PgBouncer is here: so each need is checked when first asked for, not all at once (the eager
- * check cost ~14 s before the first test of every `vitest run`).
+ * How each need is checked, when first asked for: vitest evaluates vitest.config.ts once per
+ * project (seven times a run), and its project list asks only whether PgBouncer is here. Checked
+ * all at once, cfn-lint's `--version` (Python, ~2 s) delayed every run's first test by ~14 s.
  */
 const CHECKS: Readonly<Record<NeedId, () => boolean>> = {
   pgbouncer: () => PGBOUNCER_BIN !== undefined,
