@@ -1,5 +1,6 @@
 import { defineConfig } from 'vitest/config';
 import { needs, skipAllowed } from './test/support/prerequisites.js';
+import { RunPlan } from './test/support/run-plan.js';
 import { SkipSummary, type SkippedProject } from './test/support/skip-summary.js';
 
 // Suites are named by what they need: `*.test.ts` pure, `*.pg.test.ts` real PostgreSQL (run on
@@ -81,7 +82,7 @@ export default defineConfig({
     // check already adds).
     poolOptions: { forks: { maxForks: 3, minForks: 1 } },
     setupFiles: ['test/support/http-agent.ts', 'test/support/scratch.ts'],
-    reporters: ['default', new SkipSummary(skippedProjects)],
+    reporters: ['default', new SkipSummary(skippedProjects), new RunPlan()],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts', 'test/**/*.web.test.ts'] } },
       pgProject(16),
