@@ -6,6 +6,7 @@
  * refused with every item named and nothing applied; drift met at request time answered with a
  * typed 503 that health explains, never a 500.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap } from '../core/bootstrap/bootstrap.js';
 import { UnsafeSchemaChangeError } from '../core/errors.js';
@@ -160,7 +161,6 @@ describe('additive changes while clients are mid-push and mid-hydration', () => 
 describe('a device upgraded in place refreshes the tables that gained a column', () => {
   it('rebuilds on the next sync, keeps the pending row, and gets the values it lacked', async () => {
     const s = await startTestServer();
-    const { join } = await import('node:path');
     const file = join(scratchDir('evo'), 'device.db');
     const device = await openDevice(s, 'inplace', { path: file });
     try {

@@ -103,7 +103,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     env = await environmentOf(project.name);
   } catch (error) {
-    started.claimed.add(project.name);
+    // Its start stopped what it had started; the others' are stopped here.
+    started.starts.delete(project.name);
     await stopUnclaimed();
     throw error;
   }
