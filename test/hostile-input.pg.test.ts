@@ -22,6 +22,7 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type * as z from 'zod/mini';
 import { errorRegistry, isErrorCode } from '../core/errors.js';
+import { defaultLimits } from '../core/limits.js';
 import { ChunkRequest, ConnectRequest, PushSessionCreateRequest, SnapshotCreateRequest, SOURCE_ID_PATTERN } from '../core/protocol/index.js';
 import { functionRoutes } from '../functions/index.js';
 import { startTestServer, signToken, TEST_JWT_SECRET, type TestServer } from './support/server.js';
@@ -424,9 +425,11 @@ describe('hostile input on every endpoint', () => {
     s = await startTestServer({
       env: {
         SYNC_LIMIT_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES),
-        // A well-formed watch may slip through; keep its wait short.
-        SYNC_LIMIT_WATCH_MAX_WAIT_SECONDS: '1',
-        SYNC_LIMIT_WATCH_DEFAULT_WAIT_SECONDS: '1',
+        // A well-formed watch answers after its first read: its wait ends the answer reserve
+        // before the request's deadline, which is then now. The fuzz is about what a request
+        // holds, not the long poll, and each batch waited for its slowest request: up to a second
+        // of waiting watch for ~50 batches, 12 of this test's 15 s.
+        SYNC_LIMIT_WATCH_ANSWER_RESERVE_MS: String(defaultLimits.requestTimeoutMs - 1),
       },
     });
     const alice = s.client('alice', 'alice-dev');
