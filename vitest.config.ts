@@ -78,7 +78,7 @@ export default defineConfig({
     // Every test file runs in a fresh process that loads the same packages again. These are
     // bundled once per project (esbuild, into node_modules/.vite) and each load is one module
     // instead of Node's loader walking a package's files: zod alone is 124 of them. A fork spent
-    // ~1.0 s of CPU before its first test, ~0.9 s with these; two projects' 80 files 2-3% faster
+    // ~1.0 s of CPU before its first test, ~0.9 s with these; 40 files on two projects 2-3% faster
     // (bench/README, thirty-fourth pass). Only packages every import of which goes through vitest:
     // two copies of a package in one process would break `instanceof` across them. Not pg: its
     // optional native binding cannot be bundled.

@@ -425,10 +425,10 @@ describe('hostile input on every endpoint', () => {
     s = await startTestServer({
       env: {
         SYNC_LIMIT_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES),
-        // A well-formed watch answers after its first read: its wait ends the answer reserve
-        // before the request's deadline, which is then now. The fuzz is about what a request
-        // holds, not the long poll, and each batch waited for its slowest request: up to a second
-        // of waiting watch for ~50 batches, 12 of this test's 15 s.
+        // A watch answers `watch_answer_reserve_ms` before its request's deadline; a reserve 1 ms
+        // short of the request timeout makes that now, so a well-formed watch answers after its
+        // first read. The fuzz is about what a request holds, not the long poll, and each batch
+        // waits for its slowest request: ~50 watches of up to a second were 12 of the test's 15 s.
         SYNC_LIMIT_WATCH_ANSWER_RESERVE_MS: String(defaultLimits.requestTimeoutMs - 1),
       },
     });
