@@ -14,9 +14,28 @@ import { type LocalModel, type TableModel, qi, syncTriggerName } from './local-s
 import { insertValues } from './sqlite/insert-values.js';
 import { type SqlValue, type SqliteDb, type SqliteStatements } from './sqlite/port.js';
 
-/** Runs `fn` with capture off and foreign keys deferred until the caller's commit. */
-export async function inApplyMode<T>(tx: SqliteStatements, fn: () => Promise<T>): Promise<T> {
-  await tx.exec('PRAGMA defer_foreign_keys = ON');
+/**
+ * When an apply transaction checks foreign keys: `deferred` at its COMMIT, so server rows may
+ * arrive children first (PRAGMA defer_foreign_keys); `immediate` at the end of each statement.
+ * The pragma costs more than it seems: SQLite expires every prepared statement of the connection
+ * at each flag pragma, so after it every statement the client and the app run is prepared again
+ * at its next use, and a write to a table with capture triggers compiles their programs again
+ * (~1 ms per statement in Node, 2–3 ms in chromium, at every pull). Small applies therefore try
+ * `immediate` first (applyTransaction).
+ */
+export type KeyChecks = 'immediate' | 'deferred';
+
+/**
+ * Up to this many rows an apply runs with immediate key checks first (applyTransaction's
+ * `immediateFirst`); should a statement fail a foreign key, the transaction runs again deferred,
+ * so at most this many rows are applied twice. A larger apply defers at once: the statements
+ * prepared again are a small part of its work.
+ */
+export const IMMEDIATE_KEYS_ROWS = 256;
+
+/** Runs `fn` with capture off and foreign keys checked as `keys` says (deferred until the caller's commit by default). */
+export async function inApplyMode<T>(tx: SqliteStatements, fn: () => Promise<T>, keys: KeyChecks = 'deferred'): Promise<T> {
+  if (keys === 'deferred') await tx.exec('PRAGMA defer_foreign_keys = ON');
   await tx.run('UPDATE _sync_control SET applying = 1 WHERE id = 1');
   const result = await fn();
   await tx.run('UPDATE _sync_control SET applying = 0 WHERE id = 1');
@@ -501,27 +520,49 @@ function isDeferredFkFailure(error: unknown): boolean {
   return e?.code === 19 && e.sql === 'COMMIT';
 }
 
+/** A statement failed an immediate foreign key check (SQLITE_CONSTRAINT, SQLite's own message). */
+function isImmediateFkFailure(error: unknown): boolean {
+  const e = error as { code?: unknown; sql?: unknown; message?: unknown } | null;
+  return e?.code === 19 && e.sql !== 'COMMIT' && typeof e.message === 'string' && e.message.includes('FOREIGN KEY constraint failed');
+}
+
 /**
- * Runs one apply transaction (pull page, replay, conflict resolution, snapshot). Server rows can
- * arrive whose parent is not in the local database — under a parent deleted locally and not
- * pushed yet, or (a conflict the server wins) in a parent this device has not pulled yet — and
- * the deferred foreign key then refuses the COMMIT on every retry, so the device would be stuck.
- * On that refusal the transaction runs again and repairs the orphans before committing (see
- * `repairOrphans`); the common path pays nothing. When the repair had to drop rows whose parent
- * this device never saw, `needsRebuild` runs in the same transaction (the caller records that a
- * rebuild must bring both back).
+ * Runs one apply transaction (pull page, replay, conflict resolution, snapshot). `fn` is given
+ * the key checks to pass to inApplyMode: `immediate` on the first run when `immediateFirst`
+ * (a small apply, IMMEDIATE_KEYS_ROWS), else `deferred`. A statement that fails an immediate
+ * check (a child before its parent, a parent deleted before its children) makes the transaction
+ * run again deferred; the result is the same, since a run whose every statement kept the keys
+ * commits what the deferred run would.
+ *
+ * Server rows can arrive whose parent is not in the local database — under a parent deleted
+ * locally and not pushed yet, or (a conflict the server wins) in a parent this device has not
+ * pulled yet — and the deferred foreign key then refuses the COMMIT on every retry, so the device
+ * would be stuck. On that refusal the transaction runs again and repairs the orphans before
+ * committing (see `repairOrphans`); the common path pays nothing. When the repair had to drop rows
+ * whose parent this device never saw, `needsRebuild` runs in the same transaction (the caller
+ * records that a rebuild must bring both back).
  */
-export async function applyTransaction<T>(db: SqliteDb, model: LocalModel, fn: (tx: SqliteStatements) => Promise<T>, needsRebuild: (tx: SqliteStatements) => Promise<void>): Promise<T> {
+export async function applyTransaction<T>(db: SqliteDb, model: LocalModel, fn: (tx: SqliteStatements, keys: KeyChecks) => Promise<T>,
+  needsRebuild: (tx: SqliteStatements) => Promise<void>, immediateFirst = false): Promise<T> {
+  let failure: unknown;
   try {
-    return await db.transaction(fn);
+    return await db.transaction((tx) => fn(tx, immediateFirst ? 'immediate' : 'deferred'));
   } catch (error) {
-    if (!isDeferredFkFailure(error)) throw error;
-    return db.transaction(async (tx) => {
-      const result = await fn(tx);
-      if (await inApplyMode(tx, () => repairOrphans(tx, model))) await needsRebuild(tx);
-      return result;
-    });
+    failure = error;
   }
+  if (immediateFirst && isImmediateFkFailure(failure)) {
+    try {
+      return await db.transaction((tx) => fn(tx, 'deferred'));
+    } catch (error) {
+      failure = error;
+    }
+  }
+  if (!isDeferredFkFailure(failure)) throw failure;
+  return db.transaction(async (tx) => {
+    const result = await fn(tx, 'deferred');
+    if (await inApplyMode(tx, () => repairOrphans(tx, model))) await needsRebuild(tx);
+    return result;
+  });
 }
 
 /**

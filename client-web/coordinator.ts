@@ -14,7 +14,7 @@
 import { type SourceReplacementReason } from '../core/protocol/read-path.js';
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { type AttachResult, type DetachResult, type PullResult, type PushResult, type RebuildResult } from './api.js';
-import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, directTables, inApplyMode } from './apply.js';
+import { applyCommittedRows, applyStagedSnapshot, applyTransaction, clearSyncedData, directTables, IMMEDIATE_KEYS_ROWS, inApplyMode } from './apply.js';
 import { forgetCleanBases, rebaseChangedAgain } from './base-rows.js';
 import { fetchOwnBundle } from './committed-rows.js';
 import { resolveConflicts } from './conflicts.js';
@@ -402,8 +402,8 @@ export class Coordinator {
       });
       return { type: 'replay_pruned' };
     }
-    await applyTransaction(this.db, this.ctx.model, async (tx) => {
-      await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, fetched.rows, true));
+    await applyTransaction(this.db, this.ctx.model, async (tx, keys) => {
+      await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, fetched.rows, true), keys);
       // Conflict bases (base-rows.ts): a row changed again after the freeze builds on what was just committed.
       await rebaseChangedAgain(tx, this.ctx.model, fetched.rows);
       await dropOutbox(tx, frozen);
@@ -411,7 +411,7 @@ export class Coordinator {
       await acknowledgeTuple(tx, frozen.sourceBundleId);
       await advanceCheckpointPastOwn(tx, bundle.bundle_seq);
       await forgetSnapshotsBefore(tx, bundle.bundle_seq);
-    }, this.needsRebuild);
+    }, this.needsRebuild, fetched.rows.length <= IMMEDIATE_KEYS_ROWS);
     return { type: 'pushed', facts: await this.facts() };
   }
 
@@ -482,12 +482,12 @@ export class Coordinator {
       run.pagesAhead = { target: stable, pages: new PagesAhead((at, signal) => pullPage(this.ctx, at, stable, per, signal)) };
     }
     run.pagesAhead.pages.keep(page.hasMore ? pagesAfter(last, page.bundles === page.asked, per, this.ctx.limits.pagesAhead, stable) : []);
-    const stats = await applyTransaction(this.db, this.ctx.model, async (tx) => {
-      const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false));
+    const stats = await applyTransaction(this.db, this.ctx.model, async (tx, keys) => {
+      const applied = await inApplyMode(tx, () => applyCommittedRows(tx, this.ctx.model, page.rows, false), keys);
       await advanceCheckpoint(tx, last);
       await forgetSnapshotsBefore(tx, last);
       return applied;
-    }, this.needsRebuild);
+    }, this.needsRebuild, page.rows.length <= IMMEDIATE_KEYS_ROWS);
     run.bundlesApplied += page.bundles;
     run.rowsApplied += stats.applied;
     run.rowsSkippedPending += stats.skipped;
