@@ -1,9 +1,10 @@
 /**
  * Applies server data to the local tables: committed rows (pull and push replay), a staged
  * snapshot (rebuild), and single server rows (conflicts the server wins). Always inside the
- * caller's transaction, with capture off and foreign keys deferred, and never over a row that
- * has unpushed local changes (`_sync_dirty` state 0 or 2; state 1 is the frozen bundle being
- * acknowledged). Row versions only move forward, so re-applying an older bundle is a no-op.
+ * caller's transaction, with capture off and foreign keys deferred (a small pull or replay checks
+ * them at once first: `KeyChecks`), and never over a row that has unpushed local changes
+ * (`_sync_dirty` state 0 or 2; state 1 is the frozen bundle being acknowledged). Row versions
+ * only move forward, so re-applying an older bundle is a no-op.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
 import { type SnapshotRowArray, type SnapshotTable } from '../core/protocol/read-path.js';
