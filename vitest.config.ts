@@ -28,7 +28,7 @@ const ONCE_SUITES = [
 // value-fidelity, client-wire-values) stay on every project.
 const CLIENT_SUITES = [
   'test/regressions/convergence-pinned.pg.test.ts', 'test/client-recovery.pg.test.ts', 'test/client-one-bad-row.pg.test.ts',
-  'test/client-quarantine.pg.test.ts', 'test/client-loop.pg.test.ts', 'test/client-defects.pg.test.ts',
+  'test/client-quarantine.pg.test.ts', 'test/client-loop.pg.test.ts', 'test/client-defects.pg.test.ts', 'test/client-apply-keys.pg.test.ts',
 ];
 
 const pgProject = (major: 16 | 17) => ({
