@@ -191,13 +191,14 @@ class Client implements SyncClient {
   constructor(private ctx: ClientContext, baseUrl: string, private behind: readonly string[] | null) {
     this.coordinator = new Coordinator(ctx);
     const wake = wakeFactory(ctx.config);
-    this.loop = new SyncLoop(this, (onWake, afterNextSync, waitFailed) => wake?.({
+    this.loop = new SyncLoop(this, (onWake, afterNextSync, waitFailed, syncing) => wake?.({
       transport: ctx.transport,
       baseUrl,
       getToken: ctx.config.getToken,
       sourceId: () => ctx.sourceRef.current,
       checkpoint: async () => (await readAttachment(ctx.db)).checkpoint,
       afterNextSync,
+      syncing,
       watchMaxWaitSeconds: ctx.limits.watchMaxWaitSeconds,
       waitFailed,
       notified: ctx.notified,

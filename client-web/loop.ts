@@ -29,10 +29,10 @@ export interface LoopClient {
 }
 
 /**
- * Starts the configured wake source (null when watch mode is off); `afterNextSync` and
- * `waitFailed` are the loop's.
+ * Starts the configured wake source (null when watch mode is off); `afterNextSync`, `waitFailed`
+ * and `syncing` are the loop's.
  */
-export type StartWakeSource = (wake: () => void, afterNextSync: () => Promise<void>, waitFailed: (error: unknown) => void) => WakeSource | null;
+export type StartWakeSource = (wake: () => void, afterNextSync: () => Promise<void>, waitFailed: (error: unknown) => void, syncing: () => boolean) => WakeSource | null;
 
 /**
  * The debounce only gathers writes that come in a burst (one handler's several statements): a sync
@@ -342,7 +342,7 @@ export class SyncLoop {
     // while idle syncs: the watch alone cannot tell an outage from a quiet server, a sync can.
     this.wakeSource = this.startWakeSource(() => this.schedule(0), this.afterNextSync, () => {
       if (this.current.phase === 'idle') this.schedule(0);
-    });
+    }, () => this.cycleInFlight !== null);
   }
 
   private stopWakeSource(): void {

@@ -24,8 +24,10 @@ export interface WakeSourceContext {
   readonly sourceId: () => string;
   /** The read checkpoint now. */
   readonly checkpoint: () => Promise<number>;
-  /** Resolves when the loop's next sync attempt ends (whatever its outcome). */
+  /** Resolves when the loop's next sync attempt ends (whatever its outcome); the one under way, if any. */
   readonly afterNextSync: () => Promise<void>;
+  /** A sync attempt is under way. */
+  readonly syncing: () => boolean;
   /** The server's longest long-poll wait. */
   readonly watchMaxWaitSeconds: number;
   /**
@@ -50,8 +52,12 @@ export type WakeSourceFactory = (context: WakeSourceContext, wake: (latestBundle
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 30_000;
 
-/** One wait for a commit past `checkpoint`: changed (with the latest bundle) or not. */
-type WaitOnce = (checkpoint: number, signal: AbortSignal) => Promise<{ readonly changed: boolean; readonly latestBundleSeq: number }>;
+/**
+ * One wait for a commit past `checkpoint`: changed (with the latest bundle) or not. `announced`:
+ * the change names a bundle the server committed, which a sync reaching it has seen; a re-check
+ * (a socket just opened, or lost) names none.
+ */
+type WaitOnce = (checkpoint: number, signal: AbortSignal) => Promise<{ readonly changed: boolean; readonly latestBundleSeq: number; readonly announced: boolean }>;
 
 /** One long poll: `GET /sync/watch`, answered when a commit passes the checkpoint or the wait ends. */
 function longPollOnce(context: WakeSourceContext): WaitOnce {
@@ -62,7 +68,7 @@ function longPollOnce(context: WakeSourceContext): WaitOnce {
       retry: false,
       signal,
     });
-    return { changed: answer.changed, latestBundleSeq: answer.latest_bundle_seq };
+    return { changed: answer.changed, latestBundleSeq: answer.latest_bundle_seq, announced: answer.changed };
   };
 }
 
@@ -71,6 +77,13 @@ function longPollOnce(context: WakeSourceContext): WaitOnce {
  * waits again: until then the checkpoint has not moved, and the server would answer `changed` at
  * once. A failed wait is reported (`waitFailed`: the loop syncs to learn the truth) and pauses,
  * doubling from 1 s up to 30 s, reset by an answer.
+ *
+ * A bundle announced while a sync is under way wakes the loop only if that sync did not reach
+ * it. Every socket of a user hears each of its commits, the pushing device's own too, and hears
+ * it while that device's sync is still replaying the bundle: a wake-up then made the loop sync
+ * once more after it, a pull request that found nothing, for every push. A re-check (a socket
+ * just opened or lost) names no bundle and always wakes: what it may have missed came after
+ * the sync under way may have looked.
  */
 function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) => void, waitOnce: WaitOnce, onStop?: () => void): WakeSource {
   const abort = new AbortController();
@@ -86,6 +99,10 @@ function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) =>
         const answer = await waitOnce(await context.checkpoint(), abort.signal);
         failures = 0;
         if (answer.changed && !abort.signal.aborted) {
+          if (answer.announced && context.syncing()) {
+            await context.afterNextSync();
+            if (abort.signal.aborted || (await context.checkpoint()) >= answer.latestBundleSeq) continue;
+          }
           const synced = context.afterNextSync();
           wake(answer.latestBundleSeq);
           await synced;
@@ -131,7 +148,10 @@ export function webSocketWakeSource(options: { readonly url?: string | undefined
     return waitLoop(
       context,
       wake,
-      async (checkpoint, signal) => (await socket.wait(checkpoint, context.watchMaxWaitSeconds * 1000, signal)) ?? poll(checkpoint, signal),
+      async (checkpoint, signal) => {
+        const heard = await socket.waitAnnounced(checkpoint, context.watchMaxWaitSeconds * 1000, signal);
+        return heard ? { ...heard.result, announced: heard.announced } : poll(checkpoint, signal);
+      },
       () => socket.close(),
     );
   };

@@ -98,6 +98,14 @@ export class SocketWatch {
    * `signal` aborts. Null: no socket could be had, use a long poll instead.
    */
   async wait(checkpoint: number, timeoutMs: number, signal?: AbortSignal): Promise<WatchResult | null> {
+    return (await this.waitAnnounced(checkpoint, timeoutMs, signal))?.result ?? null;
+  }
+
+  /**
+   * `wait`, saying whether a `changed` answer is an announcement of a bundle (a message), or a
+   * re-check that names none: a freshly opened or a lost socket, which may have missed some.
+   */
+  async waitAnnounced(checkpoint: number, timeoutMs: number, signal?: AbortSignal): Promise<{ result: WatchResult; announced: boolean } | null> {
     const now = this.options.now ?? Date.now;
     this.checkpointSeen = Math.max(this.checkpointSeen, checkpoint);
     if (this.closed || now() < this.failedUntil) return null;
@@ -105,24 +113,25 @@ export class SocketWatch {
       this.failedUntil = now() + (this.options.retryAfterFailureMs ?? 30_000);
       return null;
     }
+    const latest = () => Math.max(this.latestSeen, checkpoint);
     if (this.fresh) {
       this.fresh = false;
-      return { changed: true, latestBundleSeq: Math.max(this.latestSeen, checkpoint) };
+      return { result: { changed: true, latestBundleSeq: latest() }, announced: false };
     }
-    if (this.latestSeen > checkpoint) return { changed: true, latestBundleSeq: this.latestSeen };
-    return new Promise<WatchResult>((resolve) => {
-      const finish = (result: WatchResult) => {
+    if (this.latestSeen > checkpoint) return { result: { changed: true, latestBundleSeq: this.latestSeen }, announced: true };
+    return new Promise((resolve) => {
+      const finish = (result: WatchResult, announced: boolean) => {
         clearTimeout(timer);
         this.listeners.delete(listener);
         signal?.removeEventListener('abort', onAbort);
-        resolve(result);
+        resolve({ result, announced });
       };
-      const unchanged = () => finish({ changed: false, latestBundleSeq: Math.max(this.latestSeen, checkpoint) });
+      const unchanged = () => finish({ changed: false, latestBundleSeq: latest() }, false);
       const onAbort = unchanged;
       const listener = (event: 'message' | 'closed') => {
         // A lost socket may have missed announcements: the caller checks by syncing.
-        if (event === 'closed') finish({ changed: true, latestBundleSeq: Math.max(this.latestSeen, checkpoint) });
-        else if (this.latestSeen > checkpoint) finish({ changed: true, latestBundleSeq: this.latestSeen });
+        if (event === 'closed') finish({ changed: true, latestBundleSeq: latest() }, false);
+        else if (this.latestSeen > checkpoint) finish({ changed: true, latestBundleSeq: this.latestSeen }, true);
       };
       const timer = setTimeout(unchanged, timeoutMs);
       this.listeners.add(listener);

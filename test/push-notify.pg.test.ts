@@ -19,6 +19,7 @@ import { createFanOut, startCommitFeed, type CommitFeed } from '../core/sync/not
 import { createRuntime, type Runtime } from '../functions/index.js';
 import { THIS_BUILD } from '../core/sync/index.js';
 import { startGateway, type Gateway } from '../dev/gateway.js';
+import { type SyncStatus } from '../client-web/api.js';
 import { type WebSocketFactory, type WebSocketLike } from '../client-web/watch-socket.js';
 import { expectConverged, openDevice, write, type Device } from './support/client-harness.js';
 import { openAppDb, type TestDb } from './support/server-db.js';
@@ -392,6 +393,43 @@ describe('a notification carries the pull page of a commit this gateway answered
       plain.close();
       own.close();
     }
+  });
+
+  it('a device\'s own commit, announced on its socket while its sync replays it, starts no second sync; another device\'s commit wakes it', async () => {
+    const user = 'own-announce';
+    const a = await openDevice(s, user, { config: { watch: 'websocket', webSocket: wsFactory } });
+    const b = await openDevice(s, user);
+    devices.push(a, b);
+    const statuses: SyncStatus[] = [];
+    a.client.onStatus((st) => statuses.push(st));
+    const last = () => statuses.at(-1) as SyncStatus;
+    // Each sync the loop runs: a status that enters `syncing`.
+    const cycles = () => statuses.filter((st, i) => st.phase === 'syncing' && statuses[i - 1]?.phase !== 'syncing').length;
+    const sockets = s.gateway.sockets.count();
+    a.client.start({ userId: user, debounceMs: 0, periodicMs: 0 });
+    await until('attached and idle', last, (st) => st.phase === 'idle' && st.lastSyncedAt !== null);
+    // The socket's first answer (a fresh socket re-checks) has woken the loop once more: wait it out.
+    await until('the socket is open', () => s.gateway.sockets.count(), (n) => n > sockets);
+    await until('idle after the re-check', () => ({ st: last(), n: cycles() }), ({ st, n }) => st.phase === 'idle' && n >= 2);
+    const before = cycles();
+    const source = (await a.client.pendingStatus()).sourceId;
+    const pullsBefore = pulls.filter((p) => p === source).length;
+    const listId = uuid();
+    await write.list(a.client.db, listId, 'mine');
+    await until('pushed and replayed', last, (st) => st.phase === 'idle' && st.pendingRows === 0 && st.checkpoint === 1);
+    // B's commit is announced after A's own: once A has pulled it, any sync A's own announcement
+    // started has run before, and counts.
+    await b.client.attach(user);
+    await write.item(b.db, uuid(), listId, 'from b');
+    await b.client.sync();
+    await until('A pulled B\'s row', () => a.db.query('SELECT body FROM items'), (rows) => rows.length === 1);
+    await until('idle at B\'s bundle', last, (st) => st.phase === 'idle' && st.checkpoint === 2);
+    // One sync for the write (its push, the replay, and the pull page asked for with the replay),
+    // one for B's commit, whose page the notification carried; none for A's own announcement.
+    expect(cycles() - before).toBe(2);
+    expect(pulls.filter((p) => p === source).length - pullsBefore).toBe(1);
+    await a.client.stop();
+    await expectConverged(s, user, a, b);
   });
 
   it('the client applies the page its notification brought, without a pull', async () => {
