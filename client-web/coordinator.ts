@@ -117,6 +117,12 @@ class Run {
    * `target` undefined: the run's first page, asked for while a pushed bundle is replayed.
    */
   pagesAhead: { readonly target: number | undefined; readonly pages: PagesAhead<PullPage> } | null = null;
+  /**
+   * The bundle this run pushed last, when the device held every bundle before it: replayed, it
+   * is the stable ceiling as of its commit (the server commits a user's bundles one at a time),
+   * so the pull that follows has reached it without asking (askFirstPullPage).
+   */
+  ownCeiling: number | undefined;
   /** Bundles per pull page after the run's first (pull.ts pullPageBundles). */
   pullBundles: number | undefined;
   bundlesApplied = 0;
@@ -435,11 +441,16 @@ export class Coordinator {
   private async askFirstPullPage(run: Run, bundleSeq: number): Promise<void> {
     if (run.goal !== 'sync' || run.pullTarget !== undefined) return;
     const { checkpoint } = await readAttachment(this.db);
-    const at = checkpoint === bundleSeq - 1 ? bundleSeq : checkpoint;
-    const per = run.pullBundles ?? pullPageBundles(this.ctx.limits, this.rowsPerBundle);
     run.pagesAhead?.pages.abandon();
+    run.pagesAhead = null;
+    // Nothing before the pushed bundle is missing: once it is replayed the device is at the
+    // ceiling its commit saw, and a page asked for now would answer empty but for a commit made in
+    // the last milliseconds, which the wake source announces. One request per push instead of two.
+    run.ownCeiling = checkpoint === bundleSeq - 1 ? bundleSeq : undefined;
+    if (run.ownCeiling !== undefined) return;
+    const per = run.pullBundles ?? pullPageBundles(this.ctx.limits, this.rowsPerBundle);
     run.pagesAhead = { target: undefined, pages: new PagesAhead((from, signal) => pullPage(this.ctx, from, undefined, per, signal)) };
-    run.pagesAhead.pages.keep([at]);
+    run.pagesAhead.pages.keep([checkpoint]);
   }
 
   // ── Pull ────────────────────────────────────────────────────────────────────────────────────
@@ -447,6 +458,11 @@ export class Coordinator {
   /** One page of complete bundles, applied with the checkpoint in one transaction. */
   private async pullPhase(run: Run): Promise<SyncEvent> {
     const checkpoint = (await readAttachment(this.db)).checkpoint;
+    if (run.pullTarget === undefined && run.ownCeiling !== undefined && checkpoint === run.ownCeiling) {
+      run.pullTarget = run.ownCeiling;
+      await this.ceilingReached(run.ownCeiling);
+      return { type: 'page_applied', more: false };
+    }
     // The page asked for ahead after this checkpoint, towards the same ceiling, if there is one.
     const aheadPages = run.pagesAhead && run.pagesAhead.target === run.pullTarget ? run.pagesAhead.pages : null;
     const ahead = aheadPages?.has(checkpoint) ? aheadPages.take(checkpoint) : null;
