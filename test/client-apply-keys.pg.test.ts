@@ -7,23 +7,16 @@
  * client-recovery's snapshot case) sends a child before its parent: the page must apply whole,
  * small or large. (A parent missing locally, which fails both checks, is regressions/orphan-rows.)
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { IMMEDIATE_KEYS_ROWS } from '../client-web/apply.js';
-import { expectConverged, openDevice, type Device } from './support/client-harness.js';
+import { clientSuite, expectConverged, openDevice } from './support/client-harness.js';
 import { sql } from '../core/db/index.js';
-import { startTestServer, type TestServer } from './support/server.js';
+import { type TestServer } from './support/server.js';
 import { initEmpty, item, list, pushOk, uuid } from './support/write-helpers.js';
 
 describe('client apply: foreign keys in the order a bundle brings them', () => {
   let s: TestServer;
-  const devices: Device[] = [];
-  beforeAll(async () => {
-    s = await startTestServer();
-  });
-  afterAll(async () => {
-    for (const d of devices) await d.close();
-    await s?.close();
-  });
+  const devices = clientSuite((server) => (s = server));
 
   /** Runs `fn` with lists after items in the server's table order, as an operator holding the bootstrap lock would set it. */
   const listsLast = async (fn: () => Promise<void>) => {
