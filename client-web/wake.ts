@@ -78,12 +78,12 @@ function longPollOnce(context: WakeSourceContext): WaitOnce {
  * once. A failed wait is reported (`waitFailed`: the loop syncs to learn the truth) and pauses,
  * doubling from 1 s up to 30 s, reset by an answer.
  *
- * A bundle announced while a sync is under way wakes the loop only if that sync did not reach
- * it. Every socket of a user hears each of its commits, the pushing device's own too, and hears
- * it while that device's sync is still replaying the bundle: a wake-up then made the loop sync
- * once more after it, a pull request that found nothing, for every push. A re-check (a socket
- * just opened or lost) names no bundle and always wakes: what it may have missed came after
- * the sync under way may have looked.
+ * An announced bundle wakes the loop only if the device does not hold it yet, once the sync
+ * under way (if any) has ended. Every socket of a user hears each of its commits, the pushing
+ * device's own too, while that device's sync replays the bundle or just after, and this wait
+ * began before the push: a wake-up then made the loop sync once more, a pull request that found
+ * nothing, for every push. A re-check (a socket just opened or lost) names no bundle and always
+ * wakes: what it may have missed came after the sync under way may have looked.
  */
 function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) => void, waitOnce: WaitOnce, onStop?: () => void): WakeSource {
   const abort = new AbortController();
@@ -99,8 +99,8 @@ function waitLoop(context: WakeSourceContext, wake: (latestBundleSeq: number) =>
         const answer = await waitOnce(await context.checkpoint(), abort.signal);
         failures = 0;
         if (answer.changed && !abort.signal.aborted) {
-          if (answer.announced && context.syncing()) {
-            await context.afterNextSync();
+          if (answer.announced) {
+            if (context.syncing()) await context.afterNextSync();
             if (abort.signal.aborted || (await context.checkpoint()) >= answer.latestBundleSeq) continue;
           }
           const synced = context.afterNextSync();

@@ -406,11 +406,14 @@ describe('a notification carries the pull page of a commit this gateway answered
     // Each sync the loop runs: a status that enters `syncing`.
     const cycles = () => statuses.filter((st, i) => st.phase === 'syncing' && statuses[i - 1]?.phase !== 'syncing').length;
     const sockets = s.gateway.sockets.count();
+    // Attached before the loop starts, which then runs two syncs and no more: its first, and the
+    // one the socket's first answer asks for (a fresh socket re-checks). An attach by the loop
+    // would add one (the attachment changed), and the counts below must start after the last.
+    await a.client.attach(user);
     a.client.start({ userId: user, debounceMs: 0, periodicMs: 0 });
-    await until('attached and idle', last, (st) => st.phase === 'idle' && st.lastSyncedAt !== null);
-    // The socket's first answer (a fresh socket re-checks) has woken the loop once more: wait it out.
     await until('the socket is open', () => s.gateway.sockets.count(), (n) => n > sockets);
     await until('idle after the re-check', () => ({ st: last(), n: cycles() }), ({ st, n }) => st.phase === 'idle' && n >= 2);
+    expect(cycles()).toBe(2);
     const before = cycles();
     const source = (await a.client.pendingStatus()).sourceId;
     const pullsBefore = pulls.filter((p) => p === source).length;
