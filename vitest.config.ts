@@ -75,27 +75,19 @@ export default defineConfig({
     testTimeout: 600_000,
     hookTimeout: 600_000,
     pool: 'forks',
-    // Every test file runs in a fresh process that loads the same packages again. These are
-    // bundled once per project (esbuild, into node_modules/.vite) and each load is one module
-    // instead of Node's loader walking a package's files: zod alone is 124 of them. A fork spent
-    // ~1.0 s of CPU before its first test, ~0.9 s with these; 40 files on two projects 2-3% faster
-    // (bench/README, thirty-fourth pass). Only packages every import of which goes through vitest:
-    // two copies of a package in one process would break `instanceof` across them. Not pg: its
-    // optional native binding cannot be bundled.
-    deps: {
-      optimizer: {
-        ssr: {
-          enabled: true,
-          include: ['zod', 'zod/mini', 'jose', '@aws-lambda-powertools/logger', '@aws-lambda-powertools/metrics', 'canonicalize', 'aws4fetch', 'ws', 'yaml'],
-        },
-      },
-    },
     // One fork more than the 2 cores the suite is sized for: many suites wait rather than compute
     // (lock and statement bounds run out, child processes and npm start boot, a browser loads),
     // and a third fork fills the core each wait leaves idle. Whole suite on a quiet 2-core machine:
     // 788 s with 2 forks, 659 s with 3, 627 s with 4 (at load ~6, too close to what the burner
     // check already adds).
-    poolOptions: { forks: { maxForks: 3, minForks: 1 } },
+    // The files of one project share their forks and the modules those have loaded: each fork
+    // imports the runtime, the client and their packages once per project, not once per file
+    // (~1 s of CPU a file, 300 files; whole suite 815 s → 524 s, bench/README, thirty-sixth pass).
+    // vitest still runs each file's own module and the setup files afresh, and starts new forks
+    // for each project. minForks equals maxForks: below it, tinypool ends a worker it thinks idle
+    // (idleTimeout 0) while vitest runs a file in it ("Terminating worker thread"), which stops
+    // the run and leaves that fork and its PostgreSQL behind.
+    poolOptions: { forks: { maxForks: 3, minForks: 3, isolate: false } },
     setupFiles: ['test/support/http-agent.ts', 'test/support/scratch.ts'],
     reporters: ['default', new SkipSummary(skippedProjects), new RunPlan()],
     projects: [
