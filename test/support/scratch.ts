@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
 
-const made: string[] = [];
+// The files of a project share their process (vitest.config.ts), and vitest runs this setup file
+// afresh for each, as a new instance of this module. A support module that imported scratchDir
+// for an earlier file (web-fixture.ts) still calls that earlier instance, whose after-hook has
+// run: so the list is the process's, and each file's hook empties it.
+const MADE = Symbol.for('lockstep.test.scratchDirs');
+const made: string[] = ((globalThis as typeof globalThis & { [MADE]?: string[] })[MADE] ??= []);
 
 /** A new folder `lockstep-<name>-XXXXXX` under the OS temp dir, removed when the test file ends. */
 export function scratchDir(name: string): string {
