@@ -82,8 +82,8 @@ export default defineConfig({
     // check already adds).
     // The files of one project share their forks and the modules those have loaded: each fork
     // imports the runtime, the client and their packages once per project, not once per file
-    // (~1 s of CPU a file, 300 files). vitest in a fresh-clone CI run: 815 s → 606 s; beside a
-    // CPU burner: 902-1,048 s → 677 s (bench/README, thirty-sixth pass). vitest still runs each
+    // (~1 s of CPU a file, 300 files). vitest in fresh-clone CI runs: 815 s → 606-642 s; beside
+    // a CPU burner: 902-1,048 s → 677-816 s (bench/README, thirty-sixth pass). vitest still runs each
     // file's own module and the setup files afresh, and starts new forks for each project. minForks equals maxForks: below it, tinypool ends a worker it thinks idle
     // (idleTimeout 0) while vitest runs a file in it ("Terminating worker thread"), which stops
     // the run and leaves that fork and its PostgreSQL behind.
