@@ -7,7 +7,7 @@
  */
 import { SyncError } from '../../errors.js';
 import { type ProtocolVersion, type PushedRow } from '../../protocol/index.js';
-import { type Catalog } from '../catalog/catalog.js';
+import { type Catalog, type CatalogTable } from '../catalog/catalog.js';
 import { SCOPE_COLUMN } from '../catalog/names.js';
 import { type Limits } from '../../limits.js';
 import { rowWireBytesMax } from '../context.js';
@@ -38,16 +38,19 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 /** Why a JSON value cannot be staged as it is. */
 type ValueProblem = 'too_deep' | 'nul' | 'lone_surrogate' | 'non_finite' | 'json_text';
 
-const LONE_SURROGATE = /\p{Surrogate}/u;
+/** ES2024's String.prototype.isWellFormed (Node ≥ 20, every current browser), not yet in the compiled lib. */
+type WellFormedString = string & { isWellFormed(): boolean };
 
 /**
  * PostgreSQL text and jsonb hold neither U+0000 nor a lone UTF-16 surrogate (JSON.parse accepts
  * `"\ud800"`, jsonb refuses it: 22P02), so either one in a key, a column name, a value or a key
  * of a json object would fail the staging statement itself: a 500 for the client's own input.
+ * isWellFormed is the engine's own check (constant time for a text of one-byte characters, which
+ * cannot hold a surrogate), where a regular expression walked every string of every row.
  */
 function stringProblem(text: string): ValueProblem | null {
   if (text.includes('\u0000')) return 'nul';
-  return LONE_SURROGATE.test(text) ? 'lone_surrogate' : null;
+  return (text as WellFormedString).isWellFormed() ? null : 'lone_surrogate';
 }
 
 /**
@@ -134,49 +137,55 @@ interface Growth {
   tooLarge: { readonly row_ordinal: number; readonly path: string; readonly bytes: number } | null;
 }
 
-function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, row: PushedRow, ordinal: number, problems: RowProblem[], growth: Growth): StagedRow | null {
+function addProblem(problems: RowProblem[], row_ordinal: number, path: string, message: string): void {
+  problems.push({ row_ordinal, path, message });
+}
+
+/** The first key of `object` and its value (a pushed key object holds exactly one: the request schema checks it). */
+function firstEntry(object: Readonly<Record<string, unknown>>): readonly [string, unknown] {
+  for (const name in object) return [name, object[name]];
+  return ['', undefined];
+}
+
+/**
+ * One row checked, or null with its problems added. Called for every pushed row (10k rows a
+ * chunk), so it allocates nothing a valid row does not need: no closure, no entry arrays.
+ */
+function checkRow(table: CatalogTable | undefined, limits: Limits, protocol: ProtocolVersion, row: PushedRow, ordinal: number, problems: RowProblem[], growth: Growth): StagedRow | null {
   const before = problems.length;
-  const add = (path: string, message: string): void => {
-    problems.push({ row_ordinal: ordinal, path, message });
-  };
-  const table = catalog.byName(row.schema, row.table);
   if (!table) {
-    add('table', `${row.schema}.${row.table} ${NOT_REGISTERED}`);
+    addProblem(problems, ordinal, 'table', `${row.schema}.${row.table} ${NOT_REGISTERED}`);
     return null;
   }
-  const [keyColumn, keyValue] = Object.entries(row.key)[0] as [string, string];
+  const [keyColumn, keyValue] = firstEntry(row.key) as [string, string];
   const keyProblem = stringProblem(keyValue);
-  if (keyColumn !== table.keyColumn) add(`key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
-  else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) add(`key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
-  else if (keyProblem === 'nul') add(`key.${keyColumn}`, 'a key cannot contain U+0000');
-  else if (keyProblem === 'lone_surrogate') add(`key.${keyColumn}`, 'a key cannot contain a lone UTF-16 surrogate');
-  else if (keyValue.length * 3 > limits.maxKeyBytes && utf8Bytes(keyValue) > limits.maxKeyBytes) add(`key.${keyColumn}`, `a key is at most ${limits.maxKeyBytes} bytes of UTF-8`);
+  if (keyColumn !== table.keyColumn) addProblem(problems, ordinal, `key.${keyColumn}`, `the sync key of ${row.schema}.${row.table} is ${table.keyColumn}`);
+  else if (table.keyKind === 'uuid' && !UUID.test(keyValue)) addProblem(problems, ordinal, `key.${keyColumn}`, 'a uuid key must be a canonical lowercase dashed UUID');
+  else if (keyProblem === 'nul') addProblem(problems, ordinal, `key.${keyColumn}`, 'a key cannot contain U+0000');
+  else if (keyProblem === 'lone_surrogate') addProblem(problems, ordinal, `key.${keyColumn}`, 'a key cannot contain a lone UTF-16 surrogate');
+  else if (keyValue.length * 3 > limits.maxKeyBytes && utf8Bytes(keyValue) > limits.maxKeyBytes) addProblem(problems, ordinal, `key.${keyColumn}`, `a key is at most ${limits.maxKeyBytes} bytes of UTF-8`);
 
   const payload = row.payload ?? null;
   if (row.op === 'DELETE') {
-    if (payload !== null) add('payload', 'a DELETE row carries no payload (send null or omit it)');
+    if (payload !== null) addProblem(problems, ordinal, 'payload', 'a DELETE row carries no payload (send null or omit it)');
   } else if (payload === null) {
-    add('payload', `an ${row.op} row needs a payload object`);
+    addProblem(problems, ordinal, 'payload', `an ${row.op} row needs a payload object`);
   } else {
-    for (const [name, value] of Object.entries(payload)) {
-      if (stringProblem(name)) {
-        add('payload', 'a column name cannot contain U+0000 or a lone UTF-16 surrogate');
-        continue;
-      }
-      if (name === SCOPE_COLUMN) {
-        add(`payload.${name}`, `${SCOPE_COLUMN} is derived from the authenticated user and must not be sent`);
-        continue;
-      }
-      const column = table.columnByName.get(name);
+    for (const name of Object.keys(payload)) {
+      const value = payload[name];
+      // A registered column's name is valid text; any other name is checked, then refused.
+      const column = name === SCOPE_COLUMN ? undefined : table.columnByName.get(name);
       if (!column) {
-        add(`payload.${name}`, `${row.schema}.${row.table} ${NO_COLUMN} ${name}`);
+        if (stringProblem(name)) addProblem(problems, ordinal, 'payload', 'a column name cannot contain U+0000 or a lone UTF-16 surrogate');
+        else if (name === SCOPE_COLUMN) addProblem(problems, ordinal, `payload.${name}`, `${SCOPE_COLUMN} is derived from the authenticated user and must not be sent`);
+        else addProblem(problems, ordinal, `payload.${name}`, `${row.schema}.${row.table} ${NO_COLUMN} ${name}`);
         continue;
       }
       if (value === null) continue;
       // First, before any other look into the value: nothing below may recurse into it unbounded.
       const problem = unstorable(value, limits.maxJsonDepth) ?? (protocol === 2 && column.category === 'json' ? jsonTextProblem(value, limits.maxJsonDepth) : null);
       if (problem) {
-        add(`payload.${name}`, VALUE_MESSAGES[problem](limits));
+        addProblem(problems, ordinal, `payload.${name}`, VALUE_MESSAGES[problem](limits));
         continue;
       }
       if (protocol === 2 && column.category === 'json' && typeof value === 'string') {
@@ -184,13 +193,13 @@ function checkRow(catalog: Catalog, limits: Limits, protocol: ProtocolVersion, r
         growth.bytes += grows;
         if (!growth.tooLarge && value.length + grows > rowWireBytesMax(limits)) growth.tooLarge = { row_ordinal: ordinal, path: `payload.${name}`, bytes: value.length + grows };
       }
-      if (name === table.keyColumn && value !== keyValue) add(`payload.${name}`, 'the payload key differs from the row key');
+      if (name === table.keyColumn && value !== keyValue) addProblem(problems, ordinal, `payload.${name}`, 'the payload key differs from the row key');
       else if (column.category === 'bytea' && (typeof value !== 'string' || !BASE64.test(value))) {
-        add(`payload.${name}`, 'bytea values are standard base64 strings');
+        addProblem(problems, ordinal, `payload.${name}`, 'bytea values are standard base64 strings');
       } else if (column.type === 'bigint' && typeof value === 'number' && !Number.isSafeInteger(value)) {
-        add(`payload.${name}`, 'a bigint beyond ±(2^53−1) must be sent as a decimal string');
+        addProblem(problems, ordinal, `payload.${name}`, 'a bigint beyond ±(2^53−1) must be sent as a decimal string');
       } else if (column.category === 'decimal' && typeof value !== 'string' && typeof value !== 'number') {
-        add(`payload.${name}`, `${column.type} values are decimal strings`);
+        addProblem(problems, ordinal, `payload.${name}`, `${column.type} values are decimal strings`);
       }
     }
   }
@@ -215,15 +224,24 @@ export function validateRows(catalog: Catalog, limits: Limits, rows: readonly Pu
   const staged: StagedRow[] = [];
   const seen = new Set<string>();
   const growth: Growth = { bytes: 0, tooLarge: null };
-  rows.forEach((row, i) => {
-    if (problems.length >= limits.maxProblemsPerAnswer) return;
-    const s = checkRow(catalog, limits, protocol, row, startOrdinal + i, problems, growth);
-    if (!s) return;
+  // A chunk's rows are mostly of one table: its lookup (a key string built per call) is kept.
+  let table: CatalogTable | undefined;
+  let tableSchema: string | undefined;
+  let tableName: string | undefined;
+  for (let i = 0; i < rows.length && problems.length < limits.maxProblemsPerAnswer; i++) {
+    const row = rows[i] as PushedRow;
+    if (row.schema !== tableSchema || row.table !== tableName) {
+      table = catalog.byName(row.schema, row.table);
+      tableSchema = row.schema;
+      tableName = row.table;
+    }
+    const s = checkRow(table, limits, protocol, row, startOrdinal + i, problems, growth);
+    if (!s) continue;
     const id = `${s.t}:${s.k}`;
     if (seen.has(id)) problems.push({ row_ordinal: startOrdinal + i, path: 'key', message: 'the key appears twice in this chunk' });
     seen.add(id);
     staged.push(s);
-  });
+  }
   if (problems.length) {
     const first = problems[0] as RowProblem;
     throw new SyncError('invalid_request', `row ${first.row_ordinal}: ${first.path}: ${first.message}`, { details: problems });
