@@ -80,6 +80,8 @@ function parseRetryAfter(value: string | null): number | undefined {
 
 export interface RequestOptions<T> {
   readonly body?: unknown;
+  /** The body as JSON text already, sent as it is (instead of `body`): a chunk measured as text is not serialized twice. */
+  readonly bodyJson?: string;
   readonly query?: Readonly<Record<string, string | number | undefined>>;
   /** Validates the answer; a mismatch is `invalid_response`. */
   readonly schema?: z.ZodMiniType<T>;
@@ -159,7 +161,8 @@ export class Transport {
       'sync-source-id': this.sourceId(),
       ...options.headers,
     };
-    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const body = options.bodyJson ?? (options.body !== undefined ? JSON.stringify(options.body) : undefined);
+    if (body !== undefined) headers['content-type'] = 'application/json';
     const protocol = options.protocol ?? this.protocol;
     if (protocol !== 1) headers[PROTOCOL_HEADER] = String(protocol);
     let response: Response;
@@ -168,7 +171,7 @@ export class Transport {
       response = await this.doFetch(url, {
         method,
         headers,
-        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+        ...(body !== undefined ? { body } : {}),
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (error) {
