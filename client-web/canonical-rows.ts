@@ -37,18 +37,41 @@ function plain(value: unknown): boolean {
 }
 
 /**
- * `object` with its keys in RFC 8785 order, or undefined when a key or a value is not plain.
- * `orders` keeps the sorted keys per key list already seen (a table's rows share one or two).
+ * The sorted key lists seen by one rendering: per key list (joined), and the last one asked for
+ * per kind of object (a row's key, its payload), which the next row of the same table repeats.
  */
-function ordered(object: Readonly<Record<string, unknown>>, orders: Map<string, readonly string[]>): Record<string, unknown> | undefined {
-  const keys = Object.keys(object);
+interface KeyOrders {
+  readonly byList: Map<string, readonly string[]>;
+  readonly last: { keys: readonly string[]; sorted: readonly string[] | undefined }[];
+}
+
+const sameKeys = (a: readonly string[], b: readonly string[]): boolean => {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+};
+
+/** `keys` in RFC 8785 order, or undefined when one of them is not in insertion order or not text. */
+function sortedKeys(keys: readonly string[], orders: KeyOrders, kind: number): readonly string[] | undefined {
+  const last = orders.last[kind];
+  if (last && sameKeys(last.keys, keys)) return last.sorted;
   const seen = keys.join('\u0000');
-  let sorted = orders.get(seen);
-  if (sorted === undefined) {
-    if (keys.some((k) => UNORDERED_KEY.test(k) || LONE_SURROGATE.test(k))) return undefined;
-    sorted = [...keys].sort();
-    orders.set(seen, sorted);
+  let sorted = orders.byList.get(seen);
+  if (sorted === undefined && !orders.byList.has(seen)) {
+    sorted = keys.some((k) => UNORDERED_KEY.test(k) || LONE_SURROGATE.test(k)) ? undefined : [...keys].sort();
+    orders.byList.set(seen, sorted as readonly string[]);
   }
+  orders.last[kind] = { keys, sorted };
+  return sorted;
+}
+
+/**
+ * `object` with its keys in RFC 8785 order, or undefined when a key or a value is not plain.
+ * `kind` tells a row's key object (0) from its payload (1), whose key lists `orders` keeps apart.
+ */
+function ordered(object: Readonly<Record<string, unknown>>, orders: KeyOrders, kind: number): Record<string, unknown> | undefined {
+  const sorted = sortedKeys(Object.keys(object), orders, kind);
+  if (sorted === undefined) return undefined;
   const out: Record<string, unknown> = {};
   for (const k of sorted) {
     const value = object[k];
@@ -68,12 +91,12 @@ function canonicalText<R extends { readonly key: Readonly<Record<string, unknown
   top: (row: R, key: Record<string, unknown>, payload: Record<string, unknown> | null, index: number) => Record<string, unknown> | undefined,
   whole: () => unknown = () => rows,
 ): string {
-  const orders = new Map<string, readonly string[]>();
+  const orders: KeyOrders = { byList: new Map(), last: [] };
   const out: unknown[] = new Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i] as R;
-    const key = ordered(row.key, orders);
-    const payload = row.payload == null ? null : ordered(row.payload, orders);
+    const key = ordered(row.key, orders, 0);
+    const payload = row.payload == null ? null : ordered(row.payload, orders, 1);
     const built = key === undefined || payload === undefined ? undefined : top(row, key, payload, i);
     if (built === undefined) return canonicalize(whole()) ?? '[]';
     out[i] = built;
