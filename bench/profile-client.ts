@@ -99,9 +99,13 @@ async function main(): Promise<void> {
         await localWrite(d.db, notes);
         const w1 = nowMs();
         d.http.reset();
+        // This process's CPU (the client, the gateway and the edge; PostgreSQL is a process of its own).
+        const cpu0 = process.cpuUsage();
         const r = await d.client.sync();
         const ms = nowMs() - w1;
-        console.log(`push: local write ${(w1 - w0).toFixed(0)} ms, sync ${ms.toFixed(0)} ms (http ${d.http.ms.toFixed(0)} ms, ${d.http.requests} requests), ${JSON.stringify(r.push)}`);
+        const cpu = process.cpuUsage(cpu0);
+        console.log(`push: local write ${(w1 - w0).toFixed(0)} ms, sync ${ms.toFixed(0)} ms (http ${d.http.ms.toFixed(0)} ms, ${d.http.requests} requests; ` +
+          `this process's CPU ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms), ${JSON.stringify(r.push)}`);
         console.log(`  by route: ${[...d.http.byRoute].map(([route, t]) => `${route} ${t.ms.toFixed(0)} ms / ${t.requests}`).join(', ')}`);
         report();
         await d.close();
