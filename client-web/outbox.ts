@@ -8,7 +8,7 @@
  * and their canonical request hash never change across retries, so a crash or an unknown commit
  * outcome resumes the very same bundle; edits made after the freeze wait for the next one.
  */
-import { canonicalRowsText, sha256Hex } from './canonical-rows.js';
+import { canonicalRowsText, sha256Hex } from '../core/protocol/canonical-rows.js';
 import { keyToWire, toWire } from './codec.js';
 import { ClientError, ClientErrorCode } from './errors.js';
 import { type LocalModel, type TableModel, qi } from './local-schema.js';

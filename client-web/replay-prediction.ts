@@ -12,7 +12,7 @@
  * that is wrong in any value or position, is read back as before.
  */
 import { type CommittedRow } from '../core/protocol/rows.js';
-import { canonicalCommittedText, sha256Hex } from './canonical-rows.js';
+import { canonicalCommittedText, sha256Hex } from '../core/protocol/canonical-rows.js';
 import { type OutboxRow } from './outbox.js';
 import { type TableModel } from './local-schema.js';
 

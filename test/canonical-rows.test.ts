@@ -7,7 +7,7 @@
 import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalCommittedText, canonicalRowsText } from '../client-web/canonical-rows.js';
+import { canonicalCommittedText, canonicalRowsText } from '../core/protocol/canonical-rows.js';
 import { type PushedWireRow } from '../client-web/outbox.js';
 import { jsonValue } from './support/json-arbitrary.js';
 

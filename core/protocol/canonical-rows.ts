@@ -2,6 +2,8 @@
  * The RFC 8785 text of a bundle's pushed rows, which the request hash is taken over
  * (docs/protocol.md §4.3), and of its committed rows, which the bundle hash is taken over:
  * exactly what `canonicalize` writes, about five times faster for the rows a freeze produces.
+ * The client hashes the rows it pushes and the replay it predicts; the edge renders each chunk's
+ * pushed rows, which the commit hashes (core/sync/push/push.ts).
  *
  * A pushed row's values are strings, finite numbers, booleans and nulls, and RFC 8785 writes those
  * as `JSON.stringify` does; what it adds is the order of object keys (UTF-16 code units, which is
@@ -13,8 +15,20 @@
  * numerically) or `__proto__`, a lone surrogate or a non-finite number (which the library refuses).
  */
 import canonicalize from 'canonicalize';
-import { type CommittedRow } from '../core/protocol/rows.js';
-import { type PushedWireRow } from './outbox.js';
+import { type CommittedRow } from './rows.js';
+
+/**
+ * A pushed row as the request hash covers it: `payload` null for a DELETE (a row that omits it
+ * is hashed with null, as the server stages it).
+ */
+export interface HashedPushedRow {
+  readonly schema: string;
+  readonly table: string;
+  readonly key: Readonly<Record<string, unknown>>;
+  readonly op: string;
+  readonly base_row_version: number;
+  readonly payload?: Readonly<Record<string, unknown>> | null | undefined;
+}
 
 /**
  * Keys an object enumerates before the others, in numeric order, whatever the insertion order;
@@ -112,12 +126,19 @@ export async function sha256Hex(text: string): Promise<string> {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/** The RFC 8785 text of pushed `rows` (`canonicalize(rows)`); throws what the library throws. */
-export function canonicalRowsText(rows: readonly PushedWireRow[]): string {
-  return canonicalText(rows, (row, key, payload) =>
-    allPlain(row.schema, row.table, row.op, row.base_row_version)
-      ? { base_row_version: row.base_row_version, key, op: row.op, payload, schema: row.schema, table: row.table }
-      : undefined);
+/**
+ * The RFC 8785 text of pushed `rows` (`canonicalize` of the rows, each with exactly the six fields
+ * of docs/protocol.md §4.3); throws what the library throws.
+ */
+export function canonicalRowsText(rows: readonly HashedPushedRow[]): string {
+  return canonicalText(
+    rows,
+    (row, key, payload) =>
+      allPlain(row.schema, row.table, row.op, row.base_row_version)
+        ? { base_row_version: row.base_row_version, key, op: row.op, payload, schema: row.schema, table: row.table }
+        : undefined,
+    () => rows.map((row) => ({ base_row_version: row.base_row_version, key: row.key, op: row.op, payload: row.payload ?? null, schema: row.schema, table: row.table })),
+  );
 }
 
 /**
