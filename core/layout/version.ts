@@ -17,7 +17,7 @@
  */
 
 /** The newest migration this build ships. */
-export const LAYOUT_VERSION = 27;
+export const LAYOUT_VERSION = 28;
 
 /** The oldest layout whose managed functions this build's requests can call. */
 export const MIN_SERVED_LAYOUT = 18;

@@ -27,12 +27,13 @@ import { migration0024 } from './0024-parallel-snapshot-render.js';
 import { migration0025 } from './0025-row-state-plain-insert.js';
 import { migration0026 } from './0026-snapshot-row-arrays.js';
 import { migration0027 } from './0027-page-parts.js';
+import { migration0028 } from './0028-request-texts.js';
 
 export const MIGRATIONS: readonly Migration[] = [
   migration0001, migration0002, migration0003, migration0004, migration0005, migration0006, migration0007, migration0008, migration0009,
   migration0010, migration0011, migration0012, migration0013, migration0014, migration0015, migration0016, migration0017,
   migration0018, migration0019, migration0020, migration0021, migration0022, migration0023, migration0024, migration0025,
-  migration0026, migration0027,
+  migration0026, migration0027, migration0028,
 ];
 
 export { type Migration } from './migration.js';

@@ -76,11 +76,16 @@ $fn$
  * by the edge against the catalog before it gets here, in the json form of protocol `p_form`
  * (the session's). Rows are staged in one form whatever the client sent: json values as protocol
  * 2's strings, so the upsert reads one form; the request hash is computed on the session's form.
+ * p_text (layout 28 on): the chunk's rows as the request hash covers them, their RFC 8785 texts
+ * joined by commas, which the edge rendered from the rows it validated. It is kept with the
+ * chunk's first row and counted in the session's text_rows, so the commit hashes these texts
+ * instead of rendering every staged row again (sync.push_request_hash). A chunk without it (a
+ * build before layout 28) leaves the count short, and the commit renders the rows.
  */
 export const pushChunkSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_chunk(p_user text, p_source text, p_push uuid, p_start integer, p_rows jsonb,
   p_bytes bigint, p_digest text, p_max_bundle_bytes bigint, p_max_staged bigint DEFAULT 268435456, p_reap_seconds integer DEFAULT 300,
-  p_form smallint DEFAULT 1)
+  p_form smallint DEFAULT 1, p_text text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -125,7 +130,7 @@ BEGIN
     IF NOT FOUND THEN
       RETURN sync.rate_limited(v_ps.user_id, 'push', 'max_staged_bytes_per_user', p_max_staged, p_reap_seconds);
     END IF;
-    INSERT INTO sync.push_session_rows (user_id, push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload)
+    INSERT INTO sync.push_session_rows (user_id, push_id, row_ordinal, table_id, key_bytes, op_code, base_row_version, payload, request_text)
     -- The key's bytes as sync.key_bytes computes them, written out: that function is never inlined
     -- (IMMUTABLE, but convert_to is STABLE), and its call cost ~1.8 µs a row.
     SELECT v_ps.user_id, p_push, p_start + (e.ord - 1)::integer, c.table_id,
@@ -133,14 +138,16 @@ BEGIN
            (e.r->>'o')::smallint, (e.r->>'b')::bigint,
            -- Only tables with a json column: the call is not inlined, and costs ~6 µs a row even when it changes nothing.
            CASE WHEN p_form = 1 AND c.json_columns IS NOT NULL THEN sync.json_payload_form(nullif(e.r->'p', 'null'::jsonb), c.json_columns, 2::smallint)
-                ELSE nullif(e.r->'p', 'null'::jsonb) END
+                ELSE nullif(e.r->'p', 'null'::jsonb) END,
+           CASE WHEN e.ord = 1 THEN p_text END
       FROM jsonb_array_elements(p_rows) WITH ORDINALITY e(r, ord)
       JOIN sync.table_catalog c ON c.table_id = (e.r->>'t')::smallint;
   EXCEPTION WHEN unique_violation THEN
     RETURN sync.err('invalid_request', 'a key appears more than once in the bundle; send one row per key');
   END;
   UPDATE sync.push_sessions SET next_row_ordinal = p_start + v_n, byte_count = byte_count + p_bytes,
-    last_chunk_start = p_start, last_chunk_digest = p_digest WHERE user_id = v_ps.user_id AND push_id = p_push;
+    last_chunk_start = p_start, last_chunk_digest = p_digest, text_rows = text_rows + CASE WHEN p_text IS NULL THEN 0 ELSE v_n END
+   WHERE user_id = v_ps.user_id AND push_id = p_push;
   RETURN jsonb_build_object('push_id', p_push, 'next_expected_row_ordinal', p_start + v_n);
 END
 $fn$
@@ -169,11 +176,35 @@ $fn$
 `);
 
 /**
- * The request hash the client computed: RFC 8785 over the pushed rows in ordinal order. Each
- * table's canonical row text comes from SQL generated at bootstrap (table_catalog.request_rows_sql).
+ * The request hash the client computed: RFC 8785 over the pushed rows in ordinal order. When every
+ * staged row came with its chunk's text (text_rows: layout 28's push_chunk), the hash is over
+ * those texts; otherwise over the rows rendered again (sync.push_request_rows_hash).
  */
 export const pushRequestHashSql = managedFunction(String.raw`
 CREATE OR REPLACE FUNCTION sync.push_request_hash(p_user text, p_push uuid) RETURNS text LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  v_text_rows integer;
+  v_staged integer;
+  v_text text;
+BEGIN
+  SELECT text_rows, next_row_ordinal INTO v_text_rows, v_staged FROM sync.push_sessions WHERE user_id = p_user AND push_id = p_push;
+  -- Staged rows are contiguous from ordinal 0, so next_row_ordinal counts them.
+  IF v_text_rows > 0 AND v_text_rows = v_staged THEN
+    SELECT string_agg(r.request_text, ',' ORDER BY r.row_ordinal) INTO v_text FROM sync.push_session_rows r
+     WHERE r.user_id = p_user AND r.push_id = p_push AND r.request_text IS NOT NULL;
+    RETURN encode(sha256(convert_to('[' || coalesce(v_text, '') || ']', 'UTF8')), 'hex');
+  END IF;
+  RETURN sync.push_request_rows_hash(p_user, p_push);
+END
+$fn$
+`);
+
+/**
+ * The request hash rendered from the staged rows: each table's canonical row text comes from SQL
+ * generated at bootstrap (table_catalog.request_rows_sql).
+ */
+export const pushRequestRowsHashSql = managedFunction(String.raw`
+CREATE OR REPLACE FUNCTION sync.push_request_rows_hash(p_user text, p_push uuid) RETURNS text LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_union text;
   v_text text;

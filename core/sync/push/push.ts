@@ -5,6 +5,7 @@
  * commit.sql.ts). Commit is in commit.ts.
  */
 import { createHash } from 'node:crypto';
+import { canonicalRowsText } from '../../protocol/canonical-rows.js';
 import { sql, type SqlFragment } from '../../db/index.js';
 import { SyncError } from '../../errors.js';
 import { type ChunkRequest, type ChunkResponse, type PushSessionCreateRequest, type PushSessionCreateResponse } from '../../protocol/index.js';
@@ -34,12 +35,33 @@ export async function createPushSession(ctx: SyncContext, actor: Actor, request:
   return summaryInProtocol(unwrap<PushSessionCreateResponse>(row?.answer), protocolOf(actor));
 }
 
+/** The layout whose push_chunk keeps each chunk's request text (migration 0028). */
+export const REQUEST_TEXT_LAYOUT = 28;
+
 /** A chunk's rows checked and in the staged form, with the sizes push_chunk counts. */
 interface StagedChunk {
   readonly request: ChunkRequest;
   readonly rowsJson: string;
   readonly digest: string;
   readonly bytes: number;
+  /**
+   * The rows as the request hash covers them (their RFC 8785 texts joined by commas), which the
+   * commit hashes instead of rendering the staged rows again; null before layout 28.
+   */
+  readonly requestText: string | null;
+}
+
+/**
+ * The chunk's rows as the request hash covers them, without the array's brackets. Null (the
+ * commit then renders the staged rows itself) should the library refuse a value validation let
+ * through: the push goes on either way.
+ */
+function chunkRequestText(rows: ChunkRequest['rows']): string | null {
+  try {
+    return canonicalRowsText(rows).slice(1, -1);
+  } catch {
+    return null;
+  }
 }
 
 function stagedChunk(ctx: SyncContext, actor: Actor, request: ChunkRequest, bodyBytes: number): StagedChunk {
@@ -54,14 +76,17 @@ function stagedChunk(ctx: SyncContext, actor: Actor, request: ChunkRequest, body
   }
   const { rows: staged, growthBytes } = validateRows(ctx.catalog, ctx.limits, request.rows, request.start_row_ordinal, protocolOf(actor));
   const rowsJson = JSON.stringify(staged);
-  return { request, rowsJson, digest: createHash('sha256').update(rowsJson).digest('hex'), bytes: bodyBytes + growthBytes };
+  // Rendered from the rows just validated (in the session's json form: a chunk in another form
+  // is refused by push_chunk), the array's brackets left out so the chunks' texts join.
+  const requestText = ctx.catalog.layoutVersion >= REQUEST_TEXT_LAYOUT ? chunkRequestText(request.rows) : null;
+  return { request, rowsJson, digest: createHash('sha256').update(rowsJson).digest('hex'), bytes: bodyBytes + growthBytes, requestText };
 }
 
 /** `pushId`: the session, a value or an expression of the statement that calls this. */
 function chunkCall(ctx: SyncContext, actor: Actor, pushId: SqlFragment, chunk: StagedChunk): SqlFragment {
   return sql`sync.push_chunk(${actor.userId}, ${actor.sourceId}, ${pushId}, ${chunk.request.start_row_ordinal},
       ${chunk.rowsJson}::jsonb, ${chunk.bytes}, ${chunk.digest}, ${ctx.limits.maxBytesPerBundle}, ${ctx.limits.maxStagedBytesPerUser},
-      ${ctx.limits.maintenanceIntervalSeconds}${formArgument(ctx, actor)})`;
+      ${ctx.limits.maintenanceIntervalSeconds}${formArgument(ctx, actor)}${chunk.requestText === null ? sql`` : sql`, ${chunk.requestText}::text`})`;
 }
 
 /** `bodyBytes` is the request body size; it counts against max_bytes_per_bundle. */
