@@ -25,6 +25,7 @@ import { initEmpty, pushBundle, type PushTiming } from './lib/push.js';
 import { insertRows, makeNotes, meanPayloadBytes, type Note } from './lib/rows.js';
 import { rowsPerSecond, spread, timed } from './lib/stats.js';
 import { SqlTimings } from './lib/sql-timing.js';
+import { postmasterPid, treeCpuSeconds } from './lib/proc-cpu.js';
 import { type ClientConfig } from '../client-web/api.js';
 import { clientFingerprint, LINK_RTT_MS, localWrite, notesFingerprint, openBenchDevice } from './lib/web-client.js';
 
@@ -69,14 +70,27 @@ export const pushBenchmark: Benchmark = {
     const timings: PushTiming[] = [];
     const baselineMs: number[] = [];
     const floorRuns: DesignFloorPush[] = [];
+    // CPU time, which a busy host inflates far less than wall time: PostgreSQL's whole process
+    // tree for each push and each direct upsert, and this process (the local gateway and edge, and
+    // the HTTP client driving them) for each push.
+    const postgresPid = postmasterPid(server.dataDir);
+    const pushCpu: { postgresMs: number; processMs: number }[] = [];
+    const directPostgresMs: number[] = [];
+    const cpuOf = async (fn: () => Promise<unknown>): Promise<{ postgresMs: number; processMs: number }> => {
+      const pg0 = treeCpuSeconds(postgresPid);
+      const own0 = process.cpuUsage();
+      await fn();
+      const own = process.cpuUsage(own0);
+      return { postgresMs: (treeCpuSeconds(postgresPid) - pg0) * 1000, processMs: (own.user + own.system) / 1000 };
+    };
     for (let i = 0; i < runs; i++) {
       const notes = makeNotes(ROWS, i);
       if (i === 0) rec.note(`push rows: mean payload ${meanPayloadBytes(notes).toFixed(0)} bytes of JSON`);
       const user = `push-run-${i}`;
       const client = server.client(user);
       await initEmpty(client);
-      const viaSync = async () => timings.push(await pushBundle(client, insertRows(notes), 1, CHUNK_ROWS));
-      const direct = async () => baselineMs.push((await timed(() => directUpsert(server.admin, `direct-run-${i}`, notes))).ms);
+      const viaSync = async () => pushCpu.push(await cpuOf(async () => timings.push(await pushBundle(client, insertRows(notes), 1, CHUNK_ROWS))));
+      const direct = async () => directPostgresMs.push((await cpuOf(async () => baselineMs.push((await timed(() => directUpsert(server.admin, `direct-run-${i}`, notes))).ms))).postgresMs);
       const floor = async () => floorRuns.push(await designFloorPush(server.admin, `floor-run-${i}`, notes, CHUNK_ROWS));
       for (const step of i % 2 === 0 ? [viaSync, direct, floor] : [floor, direct, viaSync]) await step();
       rec.expectEqual(`push run ${i}: rows of ${user} in bench.notes`, await countScope(server.admin, 'notes', user), ROWS);
@@ -124,6 +138,22 @@ export const pushBenchmark: Benchmark = {
     rec.figure({ id: 'push.create_ms', label: 'push: session create', unit: 'ms', value: spread(timings.map((t) => t.createMs)) });
     rec.figure({ id: 'push.chunks_ms', label: 'push: upload of 10 chunks of 1,000 rows', unit: 'ms', value: spread(timings.map((t) => t.chunksMs)) });
     rec.figure({ id: 'push.commit_ms', label: 'push: commit of 10k rows', unit: 'ms', value: spread(timings.map((t) => t.commitMs)) });
+    const pushPostgres = spread(pushCpu.map((c) => c.postgresMs));
+    const directPostgres = spread(directPostgresMs);
+    rec.figure({
+      id: 'push.postgres_cpu_ms',
+      label: "push 10k rows over HTTP: PostgreSQL's CPU (its whole process tree, /proc); ratio = this / the same for the direct upsert",
+      unit: 'ms',
+      value: pushPostgres,
+      baseline: { label: "the direct multi-row upsert's PostgreSQL CPU (the same runs)", value: directPostgres },
+      ratio: pushPostgres.median / directPostgres.median,
+    });
+    rec.figure({
+      id: 'push.process_cpu_ms',
+      label: "push 10k rows over HTTP: this process's CPU (the local gateway and edge, and the HTTP client)",
+      unit: 'ms',
+      value: spread(pushCpu.map((c) => c.processMs)),
+    });
     const chunkShare = spread(timings.map((t) => t.chunksMs / t.totalMs));
     rec.note(`push split (median): chunk upload ${(chunkShare.median * 100).toFixed(0)}% of the push, commit ${(spread(timings.map((t) => t.commitMs / t.totalMs)).median * 100).toFixed(0)}%`);
 
