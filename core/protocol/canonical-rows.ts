@@ -55,7 +55,7 @@ function plain(value: unknown): boolean {
  * per kind of object (a row's key, its payload), which the next row of the same table repeats.
  */
 interface KeyOrders {
-  readonly byList: Map<string, readonly string[]>;
+  readonly byList: Map<string, readonly string[] | undefined>;
   readonly last: { keys: readonly string[]; sorted: readonly string[] | undefined }[];
 }
 
@@ -71,9 +71,9 @@ function sortedKeys(keys: readonly string[], orders: KeyOrders, kind: number): r
   if (last && sameKeys(last.keys, keys)) return last.sorted;
   const seen = keys.join('\u0000');
   let sorted = orders.byList.get(seen);
-  if (sorted === undefined && !orders.byList.has(seen)) {
+  if (!orders.byList.has(seen)) {
     sorted = keys.some((k) => UNORDERED_KEY.test(k) || LONE_SURROGATE.test(k)) ? undefined : [...keys].sort();
-    orders.byList.set(seen, sorted as readonly string[]);
+    orders.byList.set(seen, sorted);
   }
   orders.last[kind] = { keys, sorted };
   return sorted;
