@@ -87,19 +87,24 @@ export interface BenchDevice {
   close(): Promise<void>;
 }
 
+/** The Accept-Encoding chromium sends, also to http://127.0.0.1: the edge answers brotli. */
+export const BROWSER_ACCEPT_ENCODING = 'gzip, deflate, br, zstd';
+/** The Accept-Encoding Node's fetch sends: the edge answers gzip. */
+export const NODE_ACCEPT_ENCODING = 'gzip, deflate';
+
 /**
  * A fetch that reads the whole body before answering, so the time until it resolves is the
  * server's work plus the transfer; the client's parse and apply come after.
  */
-function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolean, latencyMs: number): typeof fetch {
+function meteredFetch(server: BenchServer, meter: HttpMeter, acceptEncoding: string, latencyMs: number): typeof fetch {
   return async (input, init) => {
     const start = nowMs();
     meter.start();
     // A link's round trip, before the request leaves: timers, so the client's thread stays free.
     if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs));
-    // fetch asks for gzip by itself (as browsers do); `identity` measures the uncompressed wire.
+    // Node's fetch asks for gzip and deflate only (though it decodes brotli); browsers ask for brotli too.
     const headers = new Headers(init?.headers);
-    if (!compression) headers.set('accept-encoding', 'identity');
+    headers.set('accept-encoding', acceptEncoding);
     let res: Response;
     let body: ArrayBuffer;
     try {
@@ -121,12 +126,14 @@ function meteredFetch(server: BenchServer, meter: HttpMeter, compression: boolea
 
 /**
  * A fresh device: an empty in-memory database with the notes table and the client opened on it.
- * With `timings`, every statement the client runs is timed (profile-client.ts); with
- * `compression: false` it asks for uncompressed answers; with `latencyMs`, every request waits
+ * With `timings`, every statement the client runs is timed (profile-client.ts); it asks for the
+ * codings `acceptEncoding` names (BROWSER_ACCEPT_ENCODING unless set: brotli and gzip, as
+ * chromium asks; NODE_ACCEPT_ENCODING is what Node's fetch asks, gzip; `identity` asks for
+ * uncompressed answers); with `latencyMs`, every request waits
  * that long before it leaves (a link's round trip, added once per request).
  */
 export async function openBenchDevice(server: BenchServer, userId: string, timings?: SqlTimings,
-  options: { compression?: boolean; latencyMs?: number; config?: Partial<ClientConfig> } = {}): Promise<BenchDevice> {
+  options: { acceptEncoding?: string; latencyMs?: number; config?: Partial<ClientConfig> } = {}): Promise<BenchDevice> {
   const token = new SignJWT({ sub: userId }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('2h').sign(new TextEncoder().encode(BENCH_JWT_SECRET));
   const raw = await openNodeSqlite();
   const db = timings ? timedDb(raw, timings) : raw;
@@ -138,7 +145,7 @@ export async function openBenchDevice(server: BenchServer, userId: string, timin
     db,
     tables: [{ schema: 'bench', table: 'notes' }],
     retry: NO_RETRY,
-    fetch: meteredFetch(server, http, options.compression ?? true, options.latencyMs ?? 0),
+    fetch: meteredFetch(server, http, options.acceptEncoding ?? BROWSER_ACCEPT_ENCODING, options.latencyMs ?? 0),
     ...options.config,
   });
   http.reset();
