@@ -545,11 +545,17 @@ describe.skipIf(missing('chromium'))('demo app in chromium', () => {
         samples.push({ t: performance.now(), v: bar.position, hidden: box.hidden, rows: find('count-rows')?.textContent ?? '', text: box.textContent ?? '' });
       }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
     });
+    // The codings the snapshot's answers came in: chromium asks for brotli, and the edge answers it.
+    const codings = new Set<string>();
+    c.page.context().on('response', (res) => {
+      if (new URL(res.url()).pathname.startsWith('/sync/snapshot-sessions')) codings.add(res.headers()['content-encoding'] ?? 'none');
+    });
     const clickedAt = await c.page.evaluate(() => performance.now());
     await testid(c.page, 'user-input').fill('carol');
     await testid(c.page, 'sign-in-button').click();
     await until('carol hydrated', () => text(c.page, 'count-rows'), String(total));
     await until('the progress bar goes away when the sync ends', () => testid(c.page, 'hydrate-progress').isHidden(), true);
+    expect([...codings]).toContain('br');
     const samples = await c.page.evaluate(() => (globalThis as unknown as { __samples: Sample[] }).__samples);
     const shown = samples.filter((x) => !x.hidden);
     const determinate = shown.filter((x) => x.v >= 0).map((x) => x.v);
