@@ -56,30 +56,49 @@ export function newSourceId(): string {
   return `src-${crypto.randomUUID()}`;
 }
 
-async function cachedCapabilities(db: SqliteDb): Promise<CapabilitiesResponse | null> {
-  const [row] = await db.query<{ body: string }>('SELECT body FROM _sync_capabilities WHERE id = 1');
-  return row ? CapabilitiesResponse.parse(JSON.parse(row.body)) : null;
+/**
+ * What earlier opens left, read before the state tables are installed (a fresh database has none):
+ * the device's source id and the last capabilities, so the capabilities request can go out first.
+ */
+async function earlierState(db: SqliteDb): Promise<{ readonly sourceId: string | null; readonly cached: CapabilitiesResponse | null }> {
+  const tables = new Set((await db.query<{ name: string }>(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('_sync_source_state', '_sync_capabilities')")).map((t) => t.name));
+  const [source] = tables.has('_sync_source_state') ? await db.query<{ source_id: string }>('SELECT source_id FROM _sync_source_state WHERE id = 1') : [];
+  const [caps] = tables.has('_sync_capabilities') ? await db.query<{ body: string }>('SELECT body FROM _sync_capabilities WHERE id = 1') : [];
+  return { sourceId: source?.source_id ?? null, cached: caps ? parsedCapabilities(caps.body) : null };
 }
 
-/**
- * The server's capabilities. A first open needs the server (retried like any request); with a
- * cached copy one short attempt decides, so an offline device opens at once on the cache.
- */
-async function loadCapabilities(db: SqliteDb, transport: Transport, timeoutMs: number): Promise<CapabilitiesResponse> {
-  const cached = await cachedCapabilities(db);
+/** A cached answer this client cannot read (an earlier release's, a damaged row) counts as none. */
+function parsedCapabilities(body: string): CapabilitiesResponse | null {
   try {
-    const caps = await transport.request('GET', '/sync/capabilities', {
-      schema: CapabilitiesResponse,
-      ...(cached ? { retry: false, signal: AbortSignal.timeout(timeoutMs) } : {}),
-    });
-    await db.run('INSERT OR REPLACE INTO _sync_capabilities (id, body) VALUES (1, ?)', [JSON.stringify(caps)]);
-    return caps;
-  } catch (error) {
-    // Offline (or the server is down or slow): the last answer is as good as it gets.
-    const passing = error instanceof SyncHttpError && (error.retriable || error.code === 'aborted');
-    if (!cached || !passing) throw error;
-    return cached;
+    return CapabilitiesResponse.parse(JSON.parse(body));
+  } catch {
+    return null;
   }
+}
+
+type CapabilitiesAnswer = { readonly caps: CapabilitiesResponse } | { readonly error: unknown };
+
+/**
+ * Asks for the server's capabilities; the answer or the failure, never a rejection (the caller may
+ * fail before it looks). A first open needs the server (retried like any request); with a cached
+ * copy one short attempt decides, so an offline device opens at once on the cache.
+ */
+function askCapabilities(transport: Transport, cached: boolean, timeoutMs: number): Promise<CapabilitiesAnswer> {
+  return transport
+    .request('GET', '/sync/capabilities', { schema: CapabilitiesResponse, ...(cached ? { retry: false, signal: AbortSignal.timeout(timeoutMs) } : {}) })
+    .then((caps) => ({ caps }), (error: unknown) => ({ error }));
+}
+
+/** The capabilities `answer` brought, stored; offline (or with the server down or slow) the cached ones. */
+async function settleCapabilities(db: SqliteDb, answer: CapabilitiesAnswer, cached: CapabilitiesResponse | null): Promise<CapabilitiesResponse> {
+  if ('caps' in answer) {
+    await db.run('INSERT OR REPLACE INTO _sync_capabilities (id, body) VALUES (1, ?)', [JSON.stringify(answer.caps)]);
+    return answer.caps;
+  }
+  const passing = answer.error instanceof SyncHttpError && (answer.error.retriable || answer.error.code === 'aborted');
+  if (!cached || !passing) throw answer.error;
+  return cached;
 }
 
 /**
@@ -108,15 +127,22 @@ function mutex(): <T>(task: () => Promise<T>) => Promise<T> {
  */
 export async function openClient(config: ClientConfig): Promise<SyncClient> {
   const { db } = config;
-  await installState(db, newSourceId);
-  const sourceRef = { current: (await readSource(db)).sourceId };
+  const earlier = await earlierState(db);
+  // A fresh database's source id is chosen here, so the request can name it before it is stored.
+  const fresh = newSourceId();
+  const sourceRef = { current: earlier.sourceId ?? fresh };
   const baseUrl = config.baseUrl.replace(/\/+$/, '');
   const transport = new Transport(
     { baseUrl, getToken: config.getToken, ...(config.retry ? { retry: config.retry } : {}), ...(config.fetch ? { fetch: config.fetch } : {}) },
     () => sourceRef.current,
   );
   const timeoutMs = config.capabilitiesTimeoutMs ?? CAPABILITIES_TIMEOUT_MS;
-  let caps = await loadCapabilities(db, transport, timeoutMs);
+  // The round trip overlaps the install of the state tables, which takes as long on OPFS in a
+  // browser (bench/README.md, thirty-ninth pass).
+  const asked = askCapabilities(transport, earlier.cached !== null, timeoutMs);
+  await installState(db, () => fresh);
+  sourceRef.current = (await readSource(db)).sourceId;
+  let caps = await settleCapabilities(db, await asked, earlier.cached);
   let built = await buildLocalModelAhead(db, config.tables, caps.registered_table_specs, await protocolFor(db, caps));
   if (built.ahead.length > 0) {
     // A new app version, maybe just after the deploy that adds what it declares: ask once, briefly.

@@ -5,6 +5,8 @@
  * `close()` and an aborted `watch()` have their own codes (4), a table removed from the config
  * stops capturing (5), a first dirty row over the freeze byte budget still pushes (6), `openClient`
  * refuses local tables that can never push (8), and a cached database opens offline at once (9).
+ * Since: a first open asks for capabilities before its state tables are installed, naming the
+ * source id it then stores, and a cached answer this client cannot read counts as none (10).
  * Defect 7 (the worker's `rebuild(options)`) is proven in chromium (test/worker-client.web.test.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -215,6 +217,47 @@ describe('web client defects (issue 16)', () => {
     const offline = await device(user, { path, url: 'http://127.0.0.1:9', config: { retry: defaultRetryPolicy, fetch: counting } });
     expect(requests).toEqual(['http://127.0.0.1:9/sync/capabilities']);
     expect((await offline.client.pendingStatus()).attachedUserId).toBe(user);
+  });
+
+  it('10: the capabilities request goes out before the state is installed, naming the source id then stored', async () => {
+    const user = 'd10-early';
+    const path = join(dir, 'early.db');
+    const token = await signToken(user);
+    // The order of the request and the database's commits, not times: the request overlaps the
+    // install's transaction, which on OPFS takes as long as a round trip.
+    const events: string[] = [];
+    const sources: string[] = [];
+    const recording: typeof fetch = (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url.endsWith('/sync/capabilities')) {
+        events.push('capabilities');
+        sources.push(new Headers(init?.headers).get('sync-source-id') ?? '');
+      }
+      return fetch(input, init);
+    };
+    const open = async () => {
+      const db = await openNodeSqlite({ path, durable: false });
+      await db.exec(LOCAL_ARRAY_SQL);
+      const unsubscribe = db.onCommit(() => void events.push('commit'));
+      const client = await openClient({ baseUrl: s.url, getToken: () => token, db, tables: LOCAL_ARRAY_TABLES, fetch: recording });
+      unsubscribe();
+      return { db, client };
+    };
+    const first = await open();
+    expect(events.slice(0, 2)).toEqual(['capabilities', 'commit']);
+    const [stored] = await first.db.query<{ source_id: string }>('SELECT source_id FROM _sync_source_state WHERE id = 1');
+    expect(sources).toEqual([stored?.source_id]);
+    expect(await first.client.attach(user)).toMatchObject({ status: 'attached' });
+    // A cached answer this release cannot read (an earlier one's, a damaged row) counts as none:
+    // the open asks the server as a first one does, instead of failing on it for good.
+    await first.db.run("UPDATE _sync_capabilities SET body = '{\"protocol_version\":\"old\"}' WHERE id = 1");
+    await first.client.close();
+    events.length = 0;
+    const again = await open();
+    expect(events[0]).toBe('capabilities');
+    expect(sources).toEqual([stored?.source_id, stored?.source_id]);
+    expect((await again.client.pendingStatus()).attachedUserId).toBe(user);
+    await again.client.close();
   });
 });
 
