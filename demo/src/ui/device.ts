@@ -12,12 +12,37 @@ import { dbNameFor } from '../local-schema.js';
 import { mintDevToken, saveSession } from '../session.js';
 import { createStore, type Store } from '../store.js';
 
+const newWorker = () => new Worker('/worker.js', { type: 'module', name: 'lockstep-sync' });
+
+/** A sync worker started before its user is known (startWorker), for the next openDevice. */
+let started: Worker | undefined;
+
+/**
+ * Starts the sync worker while the sign-in is still on its way: loading its script takes as long
+ * as minting the token and rendering the signed-in page (~50-100 ms each in chromium here), so the
+ * two overlap instead of following each other. The worker only loads until openDevice tells it
+ * which database to open; a sign-in that fails leaves it for the next attempt.
+ */
+export function startWorker(): void {
+  if (started) return;
+  const worker = newWorker();
+  // A script that failed to load (offline) reports it once, before anyone listens: such a worker
+  // is dropped, never handed to openDevice, whose client would wait for it forever.
+  worker.addEventListener('error', () => {
+    if (started !== worker) return;
+    started = undefined;
+    worker.terminate();
+  }, { once: true });
+  started = worker;
+}
+
 /**
  * Opens the user's sync worker (the provider calls it once per signed-in user). A token the
  * server refuses (expired while the tab slept) is replaced by a new one, kept for the next start.
  */
 export function openDevice(userId: string, token: string): WorkerSyncClient {
-  const worker = new Worker('/worker.js', { type: 'module', name: 'lockstep-sync' });
+  const worker = started ?? newWorker();
+  started = undefined;
   const refreshToken = async () => {
     const session = await mintDevToken(userId);
     saveSession(session);

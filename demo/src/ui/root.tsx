@@ -7,7 +7,7 @@ import { useCallback, useRef, useState } from 'react';
 import { type WorkerSyncClient } from '../../../client-web/browser/worker-client.js';
 import { LockstepProvider, useLockstep } from '../../../client-web/react/index.js';
 import { clearSession, loadSession, mintDevToken, saveSession, type Session } from '../session.js';
-import { openDevice } from './device.js';
+import { openDevice, startWorker } from './device.js';
 import { Workspace } from './workspace.js';
 
 /**
@@ -27,6 +27,7 @@ function SignIn({ message, onSignedIn }: { message: string; onSignedIn: (session
       <form onSubmit={(event) => {
         event.preventDefault();
         setNote('signing in…');
+        startWorker();
         mintDevToken(user.trim()).then(onSignedIn, (error: unknown) => setNote(error instanceof Error ? error.message : String(error)));
       }}>
         <input data-testid="user-input" type="text" placeholder="user name" autoComplete="username" required pattern="[A-Za-z0-9._@\-]{1,64}" autoFocus
