@@ -219,7 +219,7 @@ describe('web client defects (issue 16)', () => {
     expect((await offline.client.pendingStatus()).attachedUserId).toBe(user);
   });
 
-  it('10: the capabilities request goes out before the state is installed, naming the source id then stored', async () => {
+  it('10: the capabilities request goes out before the state is installed, naming the source id then stored; an unreadable cached answer counts as none', async () => {
     const user = 'd10-early';
     const path = join(dir, 'early.db');
     const token = await signToken(user);
