@@ -86,7 +86,7 @@ export const browserHydrationBenchmark: Benchmark = {
           await byTestId(page, 'user-input').fill(user);
           // Clicked in the page, its instant read just before, as browser-latency clicks "Add":
           // Playwright's click() first waits for the button to be visible, stable over two frames
-          // and hit by the pointer, ~100 ms here that no user's click waits for.
+          // and hit by the pointer: 68-75 ms here (bench/README.md) that no user's click waits for.
           const clickedAt = (await page.evaluate(`(() => {
             const at = performance.now();
             document.querySelector('[data-testid="sign-in-button"]').click();
