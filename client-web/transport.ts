@@ -111,6 +111,8 @@ export class Transport {
   /** Round trips the server reported (x-lockstep-round-trips), summed; for diagnostics. */
   serverRoundTrips = 0;
   requests = 0;
+  /** The last token refresh: under way, or its answer (see refreshedAfter); null after a failed one. */
+  private refreshing: Promise<string> | null = null;
 
   constructor(
     private readonly config: TransportConfig,
@@ -125,16 +127,19 @@ export class Transport {
 
   async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions<T> = {}): Promise<T> {
     const retry = options.retry ?? true;
-    // A refused token is refreshed once per request (a second 401 is the answer).
-    let refresh = false;
+    // A refused token is refreshed once per request (a second 401 is the answer), and the fresh
+    // token is sent on every later attempt of it.
+    let refreshed: string | undefined;
     for (let attempt = 1; ; attempt++) {
+      let sent: string | undefined;
       try {
-        return await this.once(method, path, options, refresh);
+        sent = refreshed ?? (await this.token(false));
+        return await this.once(method, path, options, sent);
       } catch (error) {
         const e = error instanceof SyncHttpError ? error : new SyncHttpError('network_error', 0, String(error));
         if (options.signal?.aborted) throw abortedError();
-        if (e.status === 401 && e.code === 'authentication_failed' && !refresh && !e.fromProvider) {
-          refresh = true;
+        if (e.status === 401 && e.code === 'authentication_failed' && refreshed === undefined && sent !== undefined && !e.fromProvider) {
+          refreshed = await this.refreshedAfter(sent);
           attempt--;
           continue;
         }
@@ -142,6 +147,27 @@ export class Transport {
         await this.sleep(backoffDelayMs(this.policy, attempt, this.random, e.retryAfterMs));
       }
     }
+  }
+
+  /**
+   * A fresh token for a request refused with `sent`. Requests refused together (an attach's
+   * connect and its snapshot create, pages asked for ahead) share one provider call: a refresh
+   * under way, or one that already answered another token than `sent`, is the answer.
+   */
+  private async refreshedAfter(sent: string): Promise<string> {
+    const current = this.refreshing;
+    if (current) {
+      // The provider's failure fails every request that waited for its answer.
+      const token = await current;
+      if (token !== sent) return token;
+      if (this.refreshing !== current) return this.refreshedAfter(sent);
+    }
+    const next = this.token(true);
+    this.refreshing = next;
+    next.catch(() => {
+      if (this.refreshing === next) this.refreshing = null;
+    });
+    return next;
   }
 
   /** The bearer token; a provider that throws is the credential's failure, not the network's. */
@@ -153,11 +179,11 @@ export class Transport {
     }
   }
 
-  private async once<T>(method: string, path: string, options: RequestOptions<T>, refresh: boolean): Promise<T> {
+  private async once<T>(method: string, path: string, options: RequestOptions<T>, token: string): Promise<T> {
     const url = new URL(this.config.baseUrl + path);
     for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = {
-      authorization: `Bearer ${await this.token(refresh)}`,
+      authorization: `Bearer ${token}`,
       'sync-source-id': this.sourceId(),
       ...options.headers,
     };

@@ -67,6 +67,49 @@ describe('client transport', () => {
     expect(again.calls).toHaveLength(2);
   });
 
+  it('requests refused together share one refresh; the fresh token is kept for a retry and later refusals of the old one', async () => {
+    const asked: unknown[] = [];
+    let current = 'stale';
+    let fresh = 0;
+    const getToken = (request?: { refresh: boolean }) => {
+      asked.push(request);
+      if (request?.refresh) current = `fresh-${++fresh}`;
+      return current;
+    };
+    // Answers by the token sent: only the accepted one goes through, and the first request that
+    // sends it meets a network error once.
+    let accepted = 'fresh-1';
+    let broke = false;
+    const calls: string[] = [];
+    const byToken = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const token = new Headers(init?.headers).get('authorization') ?? '';
+      calls.push(`${String(input).replace('http://x', '')} ${token}`);
+      if (token !== `Bearer ${accepted}`) return json(401, { error: 'authentication_failed', message: 'expired' })();
+      if (!broke) {
+        broke = true;
+        throw new TypeError('fetch failed');
+      }
+      return json(200, { ok: 1 })();
+    }) as typeof fetch;
+    const t = new Transport({ baseUrl: 'http://x', getToken, fetch: byToken, sleep: async () => {} }, () => 's');
+    // All three take the stale token before any answer.
+    const answers = await Promise.all([t.request('GET', '/a'), t.request('GET', '/b'), t.request('GET', '/c')]);
+    expect(answers).toEqual([{ ok: 1 }, { ok: 1 }, { ok: 1 }]);
+    // One provider call with refresh for the three refusals, and none for the retry after the network error.
+    expect(asked.filter((a) => a !== undefined)).toEqual([{ refresh: true }]);
+    expect(calls.filter((c) => c.endsWith('Bearer fresh-1'))).toHaveLength(4);
+    // A request that took the stale token before the refresh, refused after it: the refresh's answer, no second refresh.
+    current = 'stale';
+    expect(await t.request('GET', '/d')).toEqual({ ok: 1 });
+    expect(fresh).toBe(1);
+    // The fresh token refused in its turn: a new refresh.
+    current = 'fresh-1';
+    accepted = 'fresh-2';
+    expect(await t.request('GET', '/e')).toEqual({ ok: 1 });
+    expect(fresh).toBe(2);
+    expect(calls.slice(-2)).toEqual(['/e Bearer fresh-1', '/e Bearer fresh-2']);
+  });
+
   it('a token provider that throws is authentication_failed (not a network error), sent nowhere and not retried', async () => {
     const f = fakeFetch([json(200, {})]);
     let asked = 0;
