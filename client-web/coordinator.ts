@@ -29,7 +29,7 @@ import { predictCommittedRows } from './replay-prediction.js';
 import { PagesAhead, pagesAfter } from './pages-ahead.js';
 import { connect, pushBundle } from './push.js';
 import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
-import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation } from './rebuild.js';
+import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation, type SnapshotCreate } from './rebuild.js';
 import { type SqliteStatements } from './sqlite/port.js';
 import {
   acknowledgeTuple,
@@ -160,6 +160,12 @@ export class Coordinator {
    * an attach or a rebuild no longer waits for. The next run, and `settled`, wait for them first.
    */
   private trailing: Promise<void> = Promise.resolve();
+  /**
+   * The snapshot session an attach asked for together with its connect (see `attach`), for that
+   * attach's rebuild to take instead of creating one; null when there is none. It answers null
+   * when the create failed in any way: the rebuild then creates one as it always did.
+   */
+  private early: Promise<Extract<SnapshotCreate, { kind: 'session' }> | null> | null = null;
 
   constructor(private readonly ctx: ClientContext) {}
 
@@ -559,7 +565,8 @@ export class Coordinator {
     for (let attempt = 1; ; attempt++) {
       if (!download || Date.parse(download.expiresAt) <= Date.now()) {
         const rotation = attempt === 1 && reason ? await this.rotation(reason) : null;
-        const created = await createSnapshotSession(this.ctx, rotation);
+        const early = rotation ? null : await this.takeEarly();
+        const created = early ?? (await createSnapshotSession(this.ctx, rotation));
         if (created.kind === 'source_refused') return this.sourceRefused(run, created.error);
         const started = created.download;
         await this.db.transaction(async (tx) => {
@@ -613,14 +620,50 @@ export class Coordinator {
     if (current.userId !== null) throw new ClientError(ClientErrorCode.attachedToOtherUser, 'this database is attached to another user; detach first');
     const counts = await countDirty(this.db);
     const pending = counts.dirty + counts.frozen > 0 || (await readFrozen(this.db)) !== null;
-    const answer = await connect(this.ctx, pending);
-    if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000, reason: 'scope_initializing' };
-    await this.db.transaction((tx) =>
-      attachUser(tx, userId, { rebuildRequired: answer.resolution === 'remote_authoritative', initializationId: answer.initialization_id ?? null }));
-    this.ceilingReachedFor = null;
-    if (answer.resolution === 'initialize_empty') return { status: 'attached', resolution: answer.resolution, hydratedRows: 0 };
-    const report = await this.run('attach');
-    return { status: 'attached', resolution: answer.resolution, hydratedRows: report.rebuiltRows };
+    // A device with nothing to push rebuilds from a snapshot whenever the user has data
+    // (remote_authoritative), so it asks for the session while the connect is on its way, and the
+    // rows start one round trip sooner. The server's create registers the source as the connect
+    // does; for a user without data it is refused or empty, and deleted.
+    this.dropEarly();
+    if (!pending && (await this.mayCreateEarly())) {
+      this.early = createSnapshotSession(this.ctx, null, false).then(
+        (created) => (created.kind === 'session' ? created : null),
+        () => null,
+      );
+    }
+    try {
+      const answer = await connect(this.ctx, pending);
+      if (answer.resolution === 'retry_later') return { status: 'retry_later', retryAfterMs: (answer.retry_after_seconds ?? 1) * 1000, reason: 'scope_initializing' };
+      await this.db.transaction((tx) =>
+        attachUser(tx, userId, { rebuildRequired: answer.resolution === 'remote_authoritative', initializationId: answer.initialization_id ?? null }));
+      this.ceilingReachedFor = null;
+      if (answer.resolution === 'initialize_empty') return { status: 'attached', resolution: answer.resolution, hydratedRows: 0 };
+      const report = await this.run('attach');
+      return { status: 'attached', resolution: answer.resolution, hydratedRows: report.rebuiltRows };
+    } finally {
+      // Not taken (another answer than remote_authoritative, a failure): deleted, best effort.
+      this.dropEarly();
+    }
+  }
+
+  /** A fresh download is what the attach's rebuild will start: no download to resume, no rotation to request. */
+  private async mayCreateEarly(): Promise<boolean> {
+    return (await readSnapshotDownload(this.db)) === null && (await readSource(this.db)).rotationReason === null;
+  }
+
+  /** The early session, once: a later attempt of the same rebuild creates its own. */
+  private async takeEarly(): Promise<SnapshotCreate | null> {
+    const early = this.early;
+    this.early = null;
+    return early ? await early : null;
+  }
+
+  private dropEarly(): void {
+    const early = this.early;
+    if (!early) return;
+    this.early = null;
+    const deleted = early.then((created) => (created ? deleteSnapshotSession(this.ctx, created.download.snapshotId) : undefined));
+    this.trailing = this.trailing.then(() => deleted);
   }
 
   /** Drops a rejected frozen bundle; the local rows still hold its values, so a rebuild restores the server's. */

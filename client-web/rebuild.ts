@@ -28,8 +28,15 @@ export interface Rotation {
   readonly reason: SourceReplacementReason;
 }
 
-/** Creates the snapshot session; a source refusal (outside a rotation, which is the recovery itself) is an outcome. */
-export async function createSnapshotSession(ctx: ClientContext, rotation: Rotation | null): Promise<{ readonly kind: 'session'; readonly download: SnapshotDownload } | { readonly kind: 'source_refused'; readonly error: SyncHttpError }> {
+/** What a create answers: the session, or a source refusal (outside a rotation, which is the recovery itself). */
+export type SnapshotCreate = { readonly kind: 'session'; readonly download: SnapshotDownload } | { readonly kind: 'source_refused'; readonly error: SyncHttpError };
+
+/**
+ * Creates the snapshot session. `retry: false` for a create asked for ahead of need (an attach's,
+ * sent with its connect): a failure is answered at once, and the create the rebuild would make
+ * anyway is the retry.
+ */
+export async function createSnapshotSession(ctx: ClientContext, rotation: Rotation | null, retry = true): Promise<SnapshotCreate> {
   const body = rotation
     ? { source_replacement: { previous_source_id: rotation.previousSourceId, new_source_id: rotation.newSourceId, reason: rotation.reason } }
     : {};
@@ -39,7 +46,7 @@ export async function createSnapshotSession(ctx: ClientContext, rotation: Rotati
     ...(ctx.limits.snapshotFirstPage ? { first_page_rows: ctx.limits.pageRows } : {}),
   };
   const create = (asNewer: boolean) =>
-    ctx.transport.request('POST', '/sync/snapshot-sessions', { body: asNewer ? { ...body, ...newer } : body, schema: SnapshotCreatedAnswer });
+    ctx.transport.request('POST', '/sync/snapshot-sessions', { body: asNewer ? { ...body, ...newer } : body, schema: SnapshotCreatedAnswer, retry });
   let session: SnapshotCreated;
   try {
     // A handler of a build before these fields (a deploy under way: capabilities answered by the
