@@ -111,7 +111,8 @@ export class Transport {
   /** Round trips the server reported (x-lockstep-round-trips), summed; for diagnostics. */
   serverRoundTrips = 0;
   requests = 0;
-  /** The last token refresh: under way, or its answer (see refreshedAfter); null after a failed one. */
+  /** Token refreshes started, and the last one: under way, or its answer (see refreshedAfter). */
+  private refreshes = 0;
   private refreshing: Promise<string> | null = null;
 
   constructor(
@@ -132,6 +133,7 @@ export class Transport {
     let refreshed: string | undefined;
     for (let attempt = 1; ; attempt++) {
       let sent: string | undefined;
+      const seen = this.refreshes;
       try {
         sent = refreshed ?? (await this.token(false));
         return await this.once(method, path, options, sent);
@@ -139,7 +141,7 @@ export class Transport {
         const e = error instanceof SyncHttpError ? error : new SyncHttpError('network_error', 0, String(error));
         if (options.signal?.aborted) throw abortedError();
         if (e.status === 401 && e.code === 'authentication_failed' && refreshed === undefined && sent !== undefined && !e.fromProvider) {
-          refreshed = await this.refreshedAfter(sent);
+          refreshed = await this.refreshedAfter(seen);
           attempt--;
           continue;
         }
@@ -150,24 +152,16 @@ export class Transport {
   }
 
   /**
-   * A fresh token for a request refused with `sent`. Requests refused together (an attach's
-   * connect and its snapshot create, pages asked for ahead) share one provider call: a refresh
-   * under way, or one that already answered another token than `sent`, is the answer.
+   * A fresh token for a request refused with the token it took when `seen` refreshes had started.
+   * Requests refused together (an attach's connect and its snapshot create, pages asked for ahead)
+   * share one provider call: a refresh started since the request took its token is its answer too
+   * (its failure fails them all). A token taken after the last refresh gets a refresh of its own.
    */
-  private async refreshedAfter(sent: string): Promise<string> {
-    const current = this.refreshing;
-    if (current) {
-      // The provider's failure fails every request that waited for its answer.
-      const token = await current;
-      if (token !== sent) return token;
-      if (this.refreshing !== current) return this.refreshedAfter(sent);
-    }
-    const next = this.token(true);
-    this.refreshing = next;
-    next.catch(() => {
-      if (this.refreshing === next) this.refreshing = null;
-    });
-    return next;
+  private refreshedAfter(seen: number): Promise<string> {
+    if (this.refreshing && this.refreshes > seen) return this.refreshing;
+    this.refreshes++;
+    this.refreshing = this.token(true);
+    return this.refreshing;
   }
 
   /** The bearer token; a provider that throws is the credential's failure, not the network's. */
