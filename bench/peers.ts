@@ -67,13 +67,37 @@ function installPeers(): void {
   copyFileSync(join(HERE, 'peers', 'zero-app.mjs'), ZERO_APP);
 }
 
-/** A child on Node 22 whose output is kept (and shown when it fails). */
+/**
+ * A child on Node 22 whose output is kept (and shown when it fails), leading a process group of
+ * its own, so `stopGroup` ends what it started too.
+ */
 function node22(args: string[], env: NodeJS.ProcessEnv = {}): { child: ChildProcess; output: string[] } {
   const output: string[] = [];
-  const child = spawn(NODE22, args, { cwd: PEERS_DIR, env: { ...process.env, ...env, NODE_PATH: join(PEERS_DIR, 'node_modules') } });
+  const child = spawn(NODE22, args, { cwd: PEERS_DIR, detached: true, env: { ...process.env, ...env, NODE_PATH: join(PEERS_DIR, 'node_modules') } });
   child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
   return { child, output };
+}
+
+/**
+ * Ends a child and every process of its group. zero-cache forks its change streamer, which a
+ * SIGTERM to its parent alone left running after the run, spinning at 60-80% of a core against the
+ * removed database (and skewing whatever ran next on the machine).
+ */
+async function stopGroup(child: ChildProcess): Promise<void> {
+  if (child.pid === undefined) return;
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-(child.pid as number), name);
+    } catch {
+      // The group is gone.
+    }
+  };
+  const exited = child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', resolve));
+  signal('SIGTERM');
+  await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+  // A worker that outlived its parent's exit, or ignored the request.
+  signal('SIGKILL');
 }
 
 async function waitFor(what: string, check: () => Promise<boolean>, output: string[], timeoutMs: number): Promise<void> {
@@ -177,9 +201,7 @@ async function zeroHydration(server: BenchServer): Promise<number[]> {
     for (const r of runs) console.log(`zero run ${r.run}${r.run === 0 ? ' (warm-up)' : ''}: ${r.ms.toFixed(0)} ms`);
     return runs.slice(1).map((r) => r.ms);
   } finally {
-    cache.child.kill('SIGTERM');
-    app.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
+    await Promise.all([stopGroup(cache.child), stopGroup(app.child)]);
     rmSync(replicaDir, { recursive: true, force: true });
   }
 }
