@@ -163,7 +163,8 @@ export class Coordinator {
   /**
    * The snapshot session an attach asked for together with its connect (see `attach`), for that
    * attach's rebuild to take instead of creating one; null when there is none. It answers null
-   * when the create failed in any way: the rebuild then creates one as it always did.
+   * when the create failed in any way: the rebuild then creates one as it always did. The attach
+   * deletes a session its rebuild did not take before it answers.
    */
   private early: Promise<Extract<SnapshotCreate, { kind: 'session' }> | null> | null = null;
 
@@ -624,7 +625,7 @@ export class Coordinator {
     // (remote_authoritative), so it asks for the session while the connect is on its way, and the
     // rows start one round trip sooner. The server's create registers the source as the connect
     // does; for a user without data it is refused or empty, and deleted.
-    this.dropEarly();
+    await this.discardEarly();
     if (!pending && (await this.mayCreateEarly())) {
       this.early = createSnapshotSession(this.ctx, null, false).then(
         (created) => (created.kind === 'session' ? created : null),
@@ -641,8 +642,9 @@ export class Coordinator {
       const report = await this.run('attach');
       return { status: 'attached', resolution: answer.resolution, hydratedRows: report.rebuiltRows };
     } finally {
-      // Not taken (another answer than remote_authoritative, a failure): deleted, best effort.
-      this.dropEarly();
+      // Not taken (another answer than remote_authoritative, a failure): deleted (best effort)
+      // before the attach answers, so an attach that hydrates nothing leaves no request going.
+      await this.discardEarly();
     }
   }
 
@@ -658,12 +660,9 @@ export class Coordinator {
     return early ? await early : null;
   }
 
-  private dropEarly(): void {
-    const early = this.early;
-    if (!early) return;
-    this.early = null;
-    const deleted = early.then((created) => (created ? deleteSnapshotSession(this.ctx, created.download.snapshotId) : undefined));
-    this.trailing = this.trailing.then(() => deleted);
+  private async discardEarly(): Promise<void> {
+    const created = await this.takeEarly();
+    if (created?.kind === 'session') await deleteSnapshotSession(this.ctx, created.download.snapshotId);
   }
 
   /** Drops a rejected frozen bundle; the local rows still hold its values, so a rebuild restores the server's. */

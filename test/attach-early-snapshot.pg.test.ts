@@ -3,7 +3,8 @@
  * `attach`): with nothing to push, it rebuilds whenever the user has data, so its rows start one
  * round trip sooner. Checked by the order of requests and answers, never by time: the create is
  * sent before the connect is answered, and only one session is created; for a user without data
- * the early session is deleted (or was refused), so no session stays open; an early create that
+ * the early session is deleted (or was refused) before the attach answers, so no session stays
+ * open and no request of the attach is left going; an early create that
  * fails is replaced by the create the rebuild always made; a device with pending rows connects
  * first, as before.
  */
@@ -13,19 +14,30 @@ import { clientSuite, openDevice, write, type Device, type DeviceOptions } from 
 import { serverLists } from './support/read-helpers.js';
 import { type TestServer } from './support/server.js';
 
+interface Recording {
+  /** Fails a request on its way out (a network error). */
+  readonly fail?: (path: string, method: string) => boolean;
+  /** Holds a request on its way out until the promise settles. */
+  readonly hold?: (name: string) => Promise<void> | undefined;
+  /** Called with each answer's name. */
+  readonly answered?: (name: string) => void;
+}
+
 /** What a device sent and when each answer came back, in order. */
-function recording(events: string[], fail?: (path: string, method: string) => boolean): typeof fetch {
+function recording(events: string[], options: Recording = {}): typeof fetch {
   return async (input, init) => {
     const url = new URL(String(input instanceof Request ? input.url : input));
     const method = init?.method ?? 'GET';
     const name = `${method} ${url.pathname.replace(/[0-9a-f-]{36}/, '{id}')}`;
     events.push(`send ${name}`);
-    if (fail?.(url.pathname, method)) {
+    if (options.fail?.(url.pathname, method)) {
       events.push(`failed ${name}`);
       throw new TypeError('fetch failed (injected)');
     }
+    await options.hold?.(name);
     const response = await fetch(input, init);
     events.push(`answer ${name} ${response.status}`);
+    options.answered?.(name);
     return response;
   };
 }
@@ -36,8 +48,8 @@ const CREATE = 'POST /sync/snapshot-sessions';
 describe('attach: the snapshot session asked for with the connect', () => {
   let s: TestServer;
   const devices = clientSuite((server) => (s = server));
-  const device = async (user: string, events: string[], options: DeviceOptions & { fail?: (path: string, method: string) => boolean } = {}): Promise<Device> => {
-    const d = await openDevice(s, user, { ...options, config: { ...options.config, fetch: recording(events, options.fail) } });
+  const device = async (user: string, events: string[], options: DeviceOptions & { record?: Recording } = {}): Promise<Device> => {
+    const d = await openDevice(s, user, { ...options, config: { ...options.config, fetch: recording(events, options.record) } });
     devices.push(d);
     return d;
   };
@@ -69,13 +81,23 @@ describe('attach: the snapshot session asked for with the connect', () => {
   it('a first device of a user without data: the early session is refused or deleted, none stays open', async () => {
     const user = 'early-empty';
     const events: string[] = [];
-    const d = await device(user, events);
+    // The create reaches the server only once the connect has initialized the (empty) user, so a
+    // session is created, and must go, every time; refused, it would prove nothing here.
+    let connected!: () => void;
+    const connectAnswered = new Promise<void>((resolve) => (connected = resolve));
+    const d = await device(user, events, {
+      record: { hold: (name) => (name === CREATE ? connectAnswered : undefined), answered: (name) => name === CONNECT && connected() },
+    });
     events.length = 0;
     expect(await d.client.attach(user)).toMatchObject({ status: 'attached', resolution: 'initialize_empty' });
-    expect(events).toContain(`send ${CREATE}`);
-    // The delete of an early session is a trailing request: close() waits for it.
-    await d.client.close();
+    expect(events).toContain(`answer ${CREATE} 200`);
+    expect(events.at(-1)).toMatch(/^answer DELETE \/sync\/snapshot-sessions\/\{id\} 204$/);
+    // Deleted before the attach answered: nothing of it is left going (the next request is the
+    // caller's own, which tests that hook requests rely on).
     expect(await openSessions(user)).toBe(0);
+    const sent = events.length;
+    await d.client.close();
+    expect(events.slice(sent)).toEqual([]);
     // The user is attached and syncs as any empty one: a second device hydrates nothing, then rows.
     const other: string[] = [];
     const e = await device(user, other);
@@ -88,7 +110,7 @@ describe('attach: the snapshot session asked for with the connect', () => {
     const events: string[] = [];
     let failures = 0;
     // The first create fails on the way out; the rebuild's create goes through.
-    const d = await device(user, events, { fail: (path, method) => method === 'POST' && path.endsWith('/sync/snapshot-sessions') && failures++ === 0 });
+    const d = await device(user, events, { record: { fail: (path, method) => method === 'POST' && path.endsWith('/sync/snapshot-sessions') && failures++ === 0 } });
     events.length = 0;
     expect(await d.client.attach(user)).toEqual({ status: 'attached', resolution: 'remote_authoritative', hydratedRows: 12 });
     expect(events.filter((e) => e === `send ${CREATE}`)).toHaveLength(2);
