@@ -30,6 +30,7 @@ import { PagesAhead, pagesAfter } from './pages-ahead.js';
 import { connect, pushBundle } from './push.js';
 import { offendingRow, salvage, setAsideUnencodable, type Salvage } from './quarantine.js';
 import { createSnapshotSession, deleteSnapshotSession, downloadSnapshot, type Rotation, type SnapshotCreate } from './rebuild.js';
+
 import { type SqliteStatements } from './sqlite/port.js';
 import {
   acknowledgeTuple,
@@ -61,6 +62,9 @@ import {
   type SnapshotDownload,
 } from './state.js';
 import { SyncHttpError } from './transport.js';
+
+/** A create that answered a session (not a source refusal). */
+type CreatedSession = Extract<SnapshotCreate, { kind: 'session' }>;
 
 /** Rounds one bundle may take through outcomes that rewrite it (conflicts, reconnects, splits, salvage). */
 const MAX_ROUNDS = 25;
@@ -166,7 +170,7 @@ export class Coordinator {
    * when the create failed in any way: the rebuild then creates one as it always did. The attach
    * deletes a session its rebuild did not take before it answers.
    */
-  private early: Promise<Extract<SnapshotCreate, { kind: 'session' }> | null> | null = null;
+  private early: Promise<CreatedSession | null> | null = null;
 
   constructor(private readonly ctx: ClientContext) {}
 
@@ -654,7 +658,7 @@ export class Coordinator {
   }
 
   /** The early session, once: a later attempt of the same rebuild creates its own. */
-  private async takeEarly(): Promise<SnapshotCreate | null> {
+  private async takeEarly(): Promise<CreatedSession | null> {
     const early = this.early;
     this.early = null;
     return early ? await early : null;
@@ -662,7 +666,7 @@ export class Coordinator {
 
   private async discardEarly(): Promise<void> {
     const created = await this.takeEarly();
-    if (created?.kind === 'session') await deleteSnapshotSession(this.ctx, created.download.snapshotId);
+    if (created) await deleteSnapshotSession(this.ctx, created.download.snapshotId);
   }
 
   /** Drops a rejected frozen bundle; the local rows still hold its values, so a rebuild restores the server's. */
